@@ -1,0 +1,137 @@
+// Reading the elements of a TensorProto whatever way it stores them: raw_data (little-endian),
+// the typed repeated fields (float16/bfloat16 bits live in int32_data), or an external file.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "fusekit/graph/dtype.hpp"
+#include "fusekit/io/external_data.hpp"
+
+namespace fusekit {
+
+inline std::int64_t element_count(const onnx::TensorProto& t) {
+  std::int64_t n = 1;
+  for (std::int64_t d : t.dims()) n *= d;
+  return n;
+}
+
+class tensor_values {
+ public:
+  // Throws fusekit::error when the data does not hold element_count() elements of the type.
+  explicit tensor_values(const onnx::TensorProto& t, const std::filesystem::path& base_dir = {})
+      : tensor_(&t), type_(static_cast<dtype>(t.data_type())), size_(element_count(t)) {
+    if (is_external(t)) {
+      external_ = read_external_data(t, base_dir);
+      raw_ = external_;
+    } else if (t.has_raw_data()) {
+      raw_ = t.raw_data();
+    }
+    check_size();
+  }
+
+  dtype type() const { return type_; }
+  std::int64_t size() const { return size_; }
+  bool is_numeric() const {
+    return type_ != dtype::string && type_ != dtype::undefined && dtype_size(type_) != 0 &&
+           type_ != dtype::complex64 && type_ != dtype::complex128;
+  }
+
+  double as_double(std::int64_t i) const {
+    const std::size_t k = static_cast<std::size_t>(i);
+    switch (type_) {
+      case dtype::float32: return typed<float>(k, [&] { return tensor_->float_data(i); });
+      case dtype::float64: return typed<double>(k, [&] { return tensor_->double_data(i); });
+      case dtype::float16: return half_to_float(bits16(k));
+      case dtype::bfloat16: return bfloat16_to_float(bits16(k));
+      case dtype::uint32:
+        return typed<std::uint32_t>(k, [&] { return std::uint32_t(tensor_->uint64_data(i)); });
+      case dtype::uint64: return double(as_uint64(k));
+      default: return double(as_int64(i));
+    }
+  }
+
+  std::int64_t as_int64(std::int64_t i) const {
+    const std::size_t k = static_cast<std::size_t>(i);
+    auto int32_field = [&] { return tensor_->int32_data(i); };
+    switch (type_) {
+      case dtype::int64: return typed<std::int64_t>(k, [&] { return tensor_->int64_data(i); });
+      case dtype::int32: return typed<std::int32_t>(k, int32_field);
+      case dtype::int16: return typed<std::int16_t>(k, int32_field);
+      case dtype::int8: return typed<std::int8_t>(k, int32_field);
+      case dtype::uint16: return typed<std::uint16_t>(k, int32_field);
+      case dtype::uint8:
+      case dtype::boolean: return typed<std::uint8_t>(k, int32_field);
+      case dtype::uint32:
+      case dtype::uint64: return static_cast<std::int64_t>(as_uint64(k));
+      default: return static_cast<std::int64_t>(as_double(i));
+    }
+  }
+
+ private:
+  template <class T, class Field>
+  T typed(std::size_t i, Field field) const {
+    if (raw_.empty()) return static_cast<T>(field());
+    T v;
+    std::memcpy(&v, raw_.data() + i * sizeof(T), sizeof(T));
+    return v;
+  }
+
+  std::uint16_t bits16(std::size_t i) const {
+    return typed<std::uint16_t>(i, [&] { return std::uint16_t(tensor_->int32_data(int(i))); });
+  }
+
+  std::uint64_t as_uint64(std::size_t i) const {
+    if (type_ == dtype::uint32)
+      return typed<std::uint32_t>(i, [&] { return std::uint32_t(tensor_->uint64_data(int(i))); });
+    return typed<std::uint64_t>(i, [&] { return tensor_->uint64_data(int(i)); });
+  }
+
+  std::int64_t stored_count() const {
+    if (!raw_.empty() || tensor_->has_raw_data() || is_external(*tensor_)) {
+      const std::size_t width = dtype_size(type_);
+      return width == 0 ? -1 : static_cast<std::int64_t>(raw_.size() / width);
+    }
+    switch (type_) {
+      case dtype::float32: return tensor_->float_data_size();
+      case dtype::float64: return tensor_->double_data_size();
+      case dtype::int64: return tensor_->int64_data_size();
+      case dtype::uint32:
+      case dtype::uint64: return tensor_->uint64_data_size();
+      case dtype::string: return tensor_->string_data_size();
+      default: return tensor_->int32_data_size();
+    }
+  }
+
+  void check_size() const {
+    if (size_ < 0) throw tensor_error(*tensor_, "has a negative dimension");
+    const std::int64_t stored = stored_count();
+    if (stored >= 0 && stored != size_)
+      throw tensor_error(*tensor_, "shape holds " + std::to_string(size_) +
+                                       " elements but its data holds " + std::to_string(stored) +
+                                       " of " + std::string(dtype_name(type_)));
+  }
+
+  const onnx::TensorProto* tensor_;
+  dtype type_;
+  std::int64_t size_;
+  std::string external_;
+  std::string_view raw_;
+};
+
+// The value of a one-element numeric tensor (0-d, [1], [1,1] …); nullopt for anything else.
+inline std::optional<double> scalar_value(const onnx::TensorProto& t,
+                                          const std::filesystem::path& base_dir = {}) {
+  if (element_count(t) != 1) return std::nullopt;
+  const tensor_values values(t, base_dir);
+  if (!values.is_numeric()) return std::nullopt;
+  return values.as_double(0);
+}
+
+}  // namespace fusekit

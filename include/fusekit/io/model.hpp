@@ -1,0 +1,310 @@
+// Loading and saving ONNX models: precise errors for bad files, atomic saves, external data kept
+// valid wherever the model is written.
+#pragma once
+
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusekit/io/error.hpp"
+#include "fusekit/io/external_data.hpp"
+
+namespace fusekit {
+
+// IR versions fusekit understands: 3 (ONNX 1.0 with opset imports) to 12 (ONNX 1.20).
+inline constexpr std::int64_t min_ir_version = 3;
+inline constexpr std::int64_t max_ir_version = 12;
+
+struct model {
+  onnx::ModelProto proto;
+  std::filesystem::path path;  // where it came from; external data is relative to its directory
+
+  std::filesystem::path directory() const { return path.parent_path(); }
+};
+
+namespace detail {
+
+// Walks the top-level protobuf fields to say why bytes do not parse: protobuf itself only says no.
+inline std::string diagnose_wire_format(std::string_view bytes) {
+  std::size_t at = 0;
+  auto varint = [&](std::uint64_t& out) {
+    out = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (at >= bytes.size()) return false;
+      const auto byte = static_cast<unsigned char>(bytes[at++]);
+      out |= std::uint64_t(byte & 0x7f) << shift;
+      if ((byte & 0x80) == 0) return true;
+    }
+    return false;
+  };
+  while (at < bytes.size()) {
+    const std::size_t field_start = at;
+    std::uint64_t tag = 0;
+    if (!varint(tag)) return "truncated inside a field tag at byte " + std::to_string(field_start);
+    const std::uint64_t field = tag >> 3, wire_type = tag & 7;
+    if (field == 0 || wire_type > 5 || wire_type == 3 || wire_type == 4)
+      return "not a protobuf: byte " + std::to_string(field_start) +
+             " is not a valid field tag (is this an ONNX model?)";
+    std::uint64_t length = 0;
+    switch (wire_type) {
+      case 0:
+        if (!varint(length)) return "truncated in field " + std::to_string(field);
+        continue;
+      case 1: length = 8; break;
+      case 5: length = 4; break;
+      case 2:
+        if (!varint(length)) return "truncated in the length of field " + std::to_string(field);
+        break;
+    }
+    if (length > bytes.size() - at)
+      return "truncated: field " + std::to_string(field) + " at byte " +
+             std::to_string(field_start) + " needs " + std::to_string(length) + " bytes, " +
+             std::to_string(bytes.size() - at) + " remain";
+    at += length;
+  }
+  return "not an ONNX model: the protobuf fields do not match ModelProto";
+}
+
+inline void for_each_graph(onnx::GraphProto& g, const std::function<void(onnx::GraphProto&)>& f) {
+  f(g);
+  for (auto& node : *g.mutable_node())
+    for (auto& a : *node.mutable_attribute()) {
+      if (a.has_g()) for_each_graph(*a.mutable_g(), f);
+      for (auto& body : *a.mutable_graphs()) for_each_graph(body, f);
+    }
+}
+
+inline void for_each_initializer(onnx::ModelProto& m,
+                                 const std::function<void(onnx::TensorProto&)>& f) {
+  for_each_graph(*m.mutable_graph(), [&](onnx::GraphProto& g) {
+    for (auto& t : *g.mutable_initializer()) f(t);
+  });
+}
+
+// The walk never modifies; protobuf offers no const traversal of nested mutable fields to share.
+inline void for_each_initializer(const onnx::ModelProto& m,
+                                 const std::function<void(const onnx::TensorProto&)>& f) {
+  for_each_initializer(const_cast<onnx::ModelProto&>(m), [&](onnx::TensorProto& t) { f(t); });
+}
+
+inline std::string serialize_deterministic(const onnx::ModelProto& m) {
+  std::string bytes;
+  {
+    google::protobuf::io::StringOutputStream stream(&bytes);
+    google::protobuf::io::CodedOutputStream out(&stream);
+    out.SetSerializationDeterministic(true);
+    m.SerializeToCodedStream(&out);
+  }
+  return bytes;
+}
+
+// Writes beside the target and renames, so a reader never sees a partial file.
+class staged_file {
+ public:
+  explicit staged_file(std::filesystem::path target)
+      : target_(std::move(target)),
+        temp_(target_.string() + ".tmp" + std::to_string(::getpid())),
+        out_(temp_, std::ios::binary | std::ios::trunc) {
+    if (!out_) throw error("cannot write: " + std::string(std::strerror(errno)), {.file = temp_});
+  }
+  staged_file(const staged_file&) = delete;
+  ~staged_file() {
+    if (!committed_) {
+      out_.close();
+      std::error_code ignored;
+      std::filesystem::remove(temp_, ignored);
+    }
+  }
+  std::ofstream& stream() { return out_; }
+  std::uint64_t position() { return static_cast<std::uint64_t>(out_.tellp()); }
+  void close() {
+    out_.flush();
+    out_.close();
+    if (!out_) throw error("write failed (disk full?)", {.file = temp_.string()});
+  }
+  void commit() {
+    std::error_code ec;
+    std::filesystem::rename(temp_, target_, ec);
+    if (ec) throw error("cannot replace: " + ec.message(), {.file = target_.string()});
+    committed_ = true;
+  }
+
+ private:
+  std::filesystem::path target_;
+  std::filesystem::path temp_;
+  std::ofstream out_;
+  bool committed_ = false;
+};
+
+inline void copy_bytes(std::ifstream& in, std::ofstream& out, std::uint64_t length) {
+  std::vector<char> buffer(std::size_t(1) << 20);
+  while (length > 0) {
+    const auto chunk = static_cast<std::streamsize>(std::min<std::uint64_t>(length, buffer.size()));
+    in.read(buffer.data(), chunk);
+    if (in.gcount() != chunk) throw error("external data file ended early");
+    out.write(buffer.data(), chunk);
+    length -= static_cast<std::uint64_t>(chunk);
+  }
+}
+
+inline void set_external(onnx::TensorProto& t, const std::string& location, std::uint64_t offset,
+                         std::uint64_t length) {
+  t.clear_external_data();
+  t.clear_raw_data();
+  t.set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+  for (const auto& [key, value] : {std::pair<std::string, std::string>{"location", location},
+                                   {"offset", std::to_string(offset)},
+                                   {"length", std::to_string(length)}}) {
+    auto* entry = t.add_external_data();
+    entry->set_key(key);
+    entry->set_value(value);
+  }
+}
+
+}  // namespace detail
+
+// Fails, naming the initializer and file, when an external data file is missing or too short.
+inline void check_external_data(const model& m) {
+  detail::for_each_initializer(m.proto, [&](const onnx::TensorProto& t) {
+    if (!is_external(t)) return;
+    try {
+      external_data_size(t, m.directory());
+    } catch (const error& e) {
+      throw e.in_file(m.path.string());
+    }
+  });
+}
+
+// Parses a model held in memory. `path` names it in errors and locates its external data.
+inline model parse_model(std::string_view bytes, std::filesystem::path path = "<memory>") {
+  const std::string file = path.string();
+  if (bytes.empty()) throw error("empty file, not an ONNX model", {.file = file});
+  if (bytes.size() > std::size_t(INT_MAX))
+    throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
+                {.file = file});
+  model m{.proto = {}, .path = std::move(path)};
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetTotalBytesLimit(INT_MAX);
+  if (!m.proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    throw error(detail::diagnose_wire_format(bytes), {.file = file});
+  if (!m.proto.has_graph())
+    throw error("not an ONNX model: it has no graph", {.file = file, .field = "graph"});
+  if (!m.proto.has_ir_version())
+    throw error("not an ONNX model: ir_version is missing", {.file = file, .field = "ir_version"});
+  const std::int64_t ir = m.proto.ir_version();
+  if (ir < min_ir_version || ir > max_ir_version)
+    throw error("IR version " + std::to_string(ir) + " is not supported (fusekit reads " +
+                    std::to_string(min_ir_version) + " to " + std::to_string(max_ir_version) + ")",
+                {.file = file, .field = "ir_version"});
+  check_external_data(m);
+  return m;
+}
+
+inline model load_model(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw error("is a directory, not a model file", {.file = path.string()});
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw error("cannot open: " + std::string(std::strerror(errno)), {.file = path.string()});
+  const std::streamoff size = in.tellg();
+  if (size > std::streamoff(INT_MAX))
+    throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
+                {.file = path.string()});
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  in.seekg(0);
+  in.read(bytes.data(), size);
+  if (!in) throw error("read failed", {.file = path.string()});
+  return parse_model(bytes, path);
+}
+
+struct save_options {
+  // Inline initializers of at least this many raw bytes move to "<model file>.data". Unset: only
+  // when the model would not fit protobuf's 2 GiB, and then from 1 KiB up.
+  std::optional<std::uint64_t> externalize_from;
+};
+
+// Writes `m` to `out` atomically. External data stays valid: in the model's own directory its
+// files are kept as they are; elsewhere the tensors are copied into "<out file name>.data".
+inline void save_model(const model& m, const std::filesystem::path& out,
+                       const save_options& options = {}) {
+  namespace fs = std::filesystem;
+  const fs::path out_dir = out.parent_path();
+  const std::string data_name = out.filename().string() + ".data";
+
+  std::optional<std::uint64_t> externalize_from = options.externalize_from;
+  if (!externalize_from && m.proto.ByteSizeLong() > std::size_t(INT_MAX)) externalize_from = 1024;
+
+  auto same_directory = [&] {
+    std::error_code ec;
+    return fs::equivalent(out_dir.empty() ? "." : out_dir,
+                          m.directory().empty() ? "." : m.directory(), ec);
+  };
+  bool has_external = false, writes_target_data = false;
+  detail::for_each_initializer(m.proto, [&](const onnx::TensorProto& t) {
+    if (!is_external(t)) return;
+    has_external = true;
+    writes_target_data |= external_data_of(t).location == data_name;
+  });
+  // Rewrite every external tensor when the files would not be found from `out`, or when new data
+  // goes into a file the old references still point at.
+  const bool relocate = has_external && (!same_directory() || (externalize_from && writes_target_data));
+
+  if (!relocate && !externalize_from) {
+    detail::staged_file file(out);
+    const std::string bytes = detail::serialize_deterministic(m.proto);
+    file.stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    file.close();
+    file.commit();
+    return;
+  }
+
+  onnx::ModelProto copy = m.proto;
+  detail::staged_file data(out_dir / data_name);
+  bool data_used = false;
+  try {
+    detail::for_each_initializer(copy, [&](onnx::TensorProto& t) {
+      if (is_external(t) && relocate) {
+        const std::uint64_t length = external_data_size(t, m.directory());
+        const external_data_ref ref = external_data_of(t);
+        std::ifstream in(m.directory() / ref.location, std::ios::binary);
+        in.seekg(static_cast<std::streamoff>(ref.offset));
+        const std::uint64_t offset = data.position();
+        detail::copy_bytes(in, data.stream(), length);
+        detail::set_external(t, data_name, offset, length);
+        data_used = true;
+      } else if (!is_external(t) && externalize_from && t.has_raw_data() &&
+                 t.raw_data().size() >= *externalize_from) {
+        const std::uint64_t offset = data.position();
+        data.stream().write(t.raw_data().data(), static_cast<std::streamsize>(t.raw_data().size()));
+        detail::set_external(t, data_name, offset, t.raw_data().size());
+        data_used = true;
+      }
+    });
+  } catch (const error& e) {
+    throw e.in_file(m.path.string());
+  }
+  detail::staged_file file(out);
+  const std::string bytes = detail::serialize_deterministic(copy);
+  file.stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  file.close();
+  data.close();
+  if (data_used) data.commit();
+  file.commit();
+}
+
+}  // namespace fusekit
