@@ -100,8 +100,8 @@ struct attr {
 };
 
 struct node_options {
-  std::string name;    // default "<OpType>_<n>"
-  std::string domain;  // default ai.onnx
+  std::string name{};    // default "<OpType>_<n>"
+  std::string domain{};  // default ai.onnx
   int outputs = 1;
 };
 

@@ -235,7 +235,7 @@ inline model load_model(const std::filesystem::path& path) {
 struct save_options {
   // Inline initializers of at least this many raw bytes move to "<model file>.data". Unset: only
   // when the model would not fit protobuf's 2 GiB, and then from 1 KiB up.
-  std::optional<std::uint64_t> externalize_from;
+  std::optional<std::uint64_t> externalize_from{};
 };
 
 // Writes `m` to `out` atomically. External data stays valid: in the model's own directory its
