@@ -287,11 +287,11 @@ struct if_model {
     auto else_branch = b.subgraph("else");
     auto inner_cond = b.subgraph("inner");
     inner_cond.output(inner_cond.op("Neg", {x}), dtype::float32);
-    auto nested = else_branch.op("If", {cond}, {{"then_branch", inner_cond.proto()},
-                                                {"else_branch", inner_cond.proto()}});
+    auto nested = else_branch.op(
+        "If", {cond}, {{"then_branch", inner_cond.proto()}, {"else_branch", inner_cond.proto()}});
     else_branch.output(else_branch.op("Mul", {nested, x}), dtype::float32);
-    b.output(b.op("If", {cond}, {{"then_branch", then_branch.proto()},
-                                 {"else_branch", else_branch.proto()}}));
+    b.output(b.op("If", {cond},
+                  {{"then_branch", then_branch.proto()}, {"else_branch", else_branch.proto()}}));
     return b.build();
   }
 };

@@ -39,30 +39,54 @@ enum class dtype : std::int32_t {
 
 constexpr std::string_view dtype_name(dtype t) {
   switch (t) {
-    case dtype::undefined: return "undefined";
-    case dtype::float32: return "float32";
-    case dtype::uint8: return "uint8";
-    case dtype::int8: return "int8";
-    case dtype::uint16: return "uint16";
-    case dtype::int16: return "int16";
-    case dtype::int32: return "int32";
-    case dtype::int64: return "int64";
-    case dtype::string: return "string";
-    case dtype::boolean: return "bool";
-    case dtype::float16: return "float16";
-    case dtype::float64: return "float64";
-    case dtype::uint32: return "uint32";
-    case dtype::uint64: return "uint64";
-    case dtype::complex64: return "complex64";
-    case dtype::complex128: return "complex128";
-    case dtype::bfloat16: return "bfloat16";
-    case dtype::float8e4m3fn: return "float8e4m3fn";
-    case dtype::float8e4m3fnuz: return "float8e4m3fnuz";
-    case dtype::float8e5m2: return "float8e5m2";
-    case dtype::float8e5m2fnuz: return "float8e5m2fnuz";
-    case dtype::uint4: return "uint4";
-    case dtype::int4: return "int4";
-    case dtype::float4e2m1: return "float4e2m1";
+    case dtype::undefined:
+      return "undefined";
+    case dtype::float32:
+      return "float32";
+    case dtype::uint8:
+      return "uint8";
+    case dtype::int8:
+      return "int8";
+    case dtype::uint16:
+      return "uint16";
+    case dtype::int16:
+      return "int16";
+    case dtype::int32:
+      return "int32";
+    case dtype::int64:
+      return "int64";
+    case dtype::string:
+      return "string";
+    case dtype::boolean:
+      return "bool";
+    case dtype::float16:
+      return "float16";
+    case dtype::float64:
+      return "float64";
+    case dtype::uint32:
+      return "uint32";
+    case dtype::uint64:
+      return "uint64";
+    case dtype::complex64:
+      return "complex64";
+    case dtype::complex128:
+      return "complex128";
+    case dtype::bfloat16:
+      return "bfloat16";
+    case dtype::float8e4m3fn:
+      return "float8e4m3fn";
+    case dtype::float8e4m3fnuz:
+      return "float8e4m3fnuz";
+    case dtype::float8e5m2:
+      return "float8e5m2";
+    case dtype::float8e5m2fnuz:
+      return "float8e5m2fnuz";
+    case dtype::uint4:
+      return "uint4";
+    case dtype::int4:
+      return "int4";
+    case dtype::float4e2m1:
+      return "float4e2m1";
   }
   return "unknown";
 }
@@ -80,20 +104,26 @@ constexpr std::size_t dtype_size(dtype t) {
     case dtype::float8e4m3fn:
     case dtype::float8e4m3fnuz:
     case dtype::float8e5m2:
-    case dtype::float8e5m2fnuz: return 1;
+    case dtype::float8e5m2fnuz:
+      return 1;
     case dtype::uint16:
     case dtype::int16:
     case dtype::float16:
-    case dtype::bfloat16: return 2;
+    case dtype::bfloat16:
+      return 2;
     case dtype::float32:
     case dtype::int32:
-    case dtype::uint32: return 4;
+    case dtype::uint32:
+      return 4;
     case dtype::float64:
     case dtype::int64:
     case dtype::uint64:
-    case dtype::complex64: return 8;
-    case dtype::complex128: return 16;
-    default: return 0;
+    case dtype::complex64:
+      return 8;
+    case dtype::complex128:
+      return 16;
+    default:
+      return 0;
   }
 }
 
@@ -102,7 +132,8 @@ constexpr float half_to_float(std::uint16_t h) {
   const std::uint32_t exponent = (h >> 10) & 0x1fu;
   std::uint32_t mantissa = h & 0x3ffu;
   if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  if (exponent != 0)
+    return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
   if (mantissa == 0) return std::bit_cast<float>(sign);
   // Subnormal half: normalise into a float exponent.
   std::uint32_t e = 113;

@@ -159,7 +159,8 @@ class graph {
   bool is_graph_output(value_id v) const { return values_[v].flags & graph_output; }
   bool is_initializer(value_id v) const { return values_[v].flags & initializer; }
   bool is_outer_scope(value_id v) const { return values_[v].flags & outer_scope; }
-  // An initializer that is also a graph input (IR >= 4) can be overridden at run time: not constant.
+  // An initializer that is also a graph input (IR >= 4) can be overridden at run time: not
+  // constant.
   bool is_constant(value_id v) const { return values_[v].flags & constant; }
   // The tensor of a constant: initializer or Constant node (value_float & co. included). Null when
   // the value is not constant or is sparse.
@@ -206,8 +207,7 @@ class graph {
   }
   std::optional<std::string_view> attribute_string(node_id n, std::string_view name) const {
     auto a = attribute(n, name);
-    if (!a || a.attribute->type() != onnx::AttributeProto_AttributeType_STRING)
-      return std::nullopt;
+    if (!a || a.attribute->type() != onnx::AttributeProto_AttributeType_STRING) return std::nullopt;
     return a.attribute->s();
   }
   std::optional<std::span<const std::int64_t>> attribute_ints(node_id n,
@@ -248,6 +248,7 @@ class graph {
     std::int64_t ir_version = 0;
     std::unordered_map<std::string, std::int64_t> opsets;
     op_interner ops;
+    std::vector<bool> used_ops;  // op ids that occur in some graph of the model
     std::vector<std::vector<std::pair<std::string_view, const onnx::AttributeProto*>>> defaults;
     std::vector<onnx::TensorProto> synthesized;  // reserved up front: pointers stay valid
   };
@@ -263,8 +264,9 @@ class graph {
       const std::string scope = "in subgraph of " + parent_->describe(owner_);
       node_text = node_text.empty() ? scope : scope + ", " + node_text;
     }
-    return error(std::move(message),
-                 {.file = file().string(), .node = std::move(node_text), .field = std::move(field)});
+    return error(
+        std::move(message),
+        {.file = file().string(), .node = std::move(node_text), .field = std::move(field)});
   }
 
   value_id add_value(std::string_view name, std::uint8_t flags) {
@@ -356,13 +358,14 @@ class graph {
   void index() {
     if (parent_ == nullptr) root_->shared_->synthesized.reserve(count_synthesized(*proto_));
     const bool overridable_initializers = root_->shared_->ir_version >= 4;
-    const std::size_t value_hint = proto_->node_size() * 2 + proto_->input_size() +
-                                   proto_->initializer_size();
+    const std::size_t value_hint =
+        proto_->node_size() * 2 + proto_->input_size() + proto_->initializer_size();
     values_.reserve(value_hint);
     by_name_.reserve(value_hint);
 
     for (const auto& t : proto_->initializer()) {
-      if (by_name_.contains(t.name())) throw fail("initializer '" + t.name() + "' is defined twice");
+      if (by_name_.contains(t.name()))
+        throw fail("initializer '" + t.name() + "' is defined twice");
       const value_id v = add_value(t.name(), initializer | constant);
       values_[v].tensor = &t;
     }
@@ -378,7 +381,8 @@ class graph {
         continue;
       }
       auto& value = values_[it->second];
-      if (value.flags & graph_input) throw fail("graph input '" + input.name() + "' is declared twice");
+      if (value.flags & graph_input)
+        throw fail("graph input '" + input.name() + "' is declared twice");
       value.flags |= graph_input;
       if (overridable_initializers) value.flags &= ~constant;
     }
@@ -407,7 +411,8 @@ class graph {
         }
         if (auto it = by_name_.find(name); it != by_name_.end()) {
           const auto& other = values_[it->second];
-          const std::string first = other.producer != no_id ? "output of " + describe(other.producer)
+          const std::string first = other.producer != no_id
+                                        ? "output of " + describe(other.producer)
                                     : (other.flags & initializer) ? "an initializer"
                                                                   : "a graph input";
           throw fail("value '" + name + "' is already defined as " + first, n,
@@ -434,7 +439,8 @@ class graph {
         }
         const std::optional<value_id> v = resolve(name);
         if (!v)
-          throw fail("input '" + name + "' has no producer: no node, initializer or graph input defines it",
+          throw fail("input '" + name +
+                         "' has no producer: no node, initializer or graph input defines it",
                      n, "input " + std::to_string(slot));
         edges_.push_back(*v);
         reads.push_back({*v, use{n, std::uint32_t(slot)}});
@@ -487,6 +493,9 @@ class graph {
   void build_op_index() {
     const std::size_t op_count = root_->shared_->ops.size();
     op_index_offsets_.assign(op_count + 1, 0);
+    auto& used = root_->shared_->used_ops;
+    used.resize(std::max(used.size(), op_count));
+    for (const auto& node : nodes_) used[node.op] = true;
     for (const auto& node : nodes_) ++op_index_offsets_[node.op + 1];
     for (std::size_t i = 1; i < op_index_offsets_.size(); ++i)
       op_index_offsets_[i] += op_index_offsets_[i - 1];
@@ -523,17 +532,24 @@ class graph {
 
   dtype infer_type(node_id n, std::size_t slot) const {
     switch (output_type_rule(op(n), slot)) {
-      case type_rule::same_as_input0: return typed_input(n, 0);
-      case type_rule::same_as_input1: return typed_input(n, 1);
+      case type_rule::same_as_input0:
+        return typed_input(n, 0);
+      case type_rule::same_as_input1:
+        return typed_input(n, 1);
       case type_rule::same_as_first_known:
         for (value_id v : inputs(n))
           if (v != no_id && values_[v].type != dtype::undefined) return values_[v].type;
         return dtype::undefined;
-      case type_rule::boolean: return dtype::boolean;
-      case type_rule::int64: return dtype::int64;
-      case type_rule::cast_to: return static_cast<dtype>(attribute_int(n, "to").value_or(0));
-      case type_rule::cast_like: return typed_input(n, 1);
-      case type_rule::unknown: return dtype::undefined;
+      case type_rule::boolean:
+        return dtype::boolean;
+      case type_rule::int64:
+        return dtype::int64;
+      case type_rule::cast_to:
+        return static_cast<dtype>(attribute_int(n, "to").value_or(0));
+      case type_rule::cast_like:
+        return typed_input(n, 1);
+      case type_rule::unknown:
+        return dtype::undefined;
     }
     return dtype::undefined;
   }
@@ -567,7 +583,8 @@ class graph {
     for (node_id n : topo_) {
       for (std::size_t slot = 0; slot < nodes_[n].output_count; ++slot) {
         const value_id v = outputs(n)[slot];
-        if (v != no_id && values_[v].type == dtype::undefined) values_[v].type = infer_type(n, slot);
+        if (v != no_id && values_[v].type == dtype::undefined)
+          values_[v].type = infer_type(n, slot);
       }
     }
     for (auto& child : children_) child->resolve_types();
@@ -578,7 +595,7 @@ class graph {
     shared.defaults.resize(shared.ops.size());
     for (op_id id = 0; id < shared.ops.size(); ++id) {
       const std::int64_t version = opset(shared.ops.domain(id));
-      if (version <= 0) continue;
+      if (version <= 0 || id >= shared.used_ops.size() || !shared.used_ops[id]) continue;
       const auto* schema = onnx::OpSchemaRegistry::Schema(
           std::string(shared.ops.name(id)), int(version), std::string(shared.ops.domain(id)));
       if (schema == nullptr) continue;

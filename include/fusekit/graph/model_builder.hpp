@@ -71,22 +71,38 @@ class shape_spec {
 };
 
 struct attr {
-  attr(std::string name, std::int64_t v) : attr(std::move(name), onnx::AttributeProto_AttributeType_INT) { proto.set_i(v); }
+  attr(std::string name, std::int64_t v)
+      : attr(std::move(name), onnx::AttributeProto_AttributeType_INT) {
+    proto.set_i(v);
+  }
   attr(std::string name, int v) : attr(std::move(name), std::int64_t(v)) {}
   attr(std::string name, dtype v) : attr(std::move(name), std::int64_t(v)) {}
-  attr(std::string name, double v) : attr(std::move(name), onnx::AttributeProto_AttributeType_FLOAT) { proto.set_f(float(v)); }
-  attr(std::string name, const char* v) : attr(std::move(name), onnx::AttributeProto_AttributeType_STRING) { proto.set_s(v); }
-  attr(std::string name, std::string v) : attr(std::move(name), onnx::AttributeProto_AttributeType_STRING) { proto.set_s(std::move(v)); }
-  attr(std::string name, std::vector<std::int64_t> v) : attr(std::move(name), onnx::AttributeProto_AttributeType_INTS) {
+  attr(std::string name, double v)
+      : attr(std::move(name), onnx::AttributeProto_AttributeType_FLOAT) {
+    proto.set_f(float(v));
+  }
+  attr(std::string name, const char* v)
+      : attr(std::move(name), onnx::AttributeProto_AttributeType_STRING) {
+    proto.set_s(v);
+  }
+  attr(std::string name, std::string v)
+      : attr(std::move(name), onnx::AttributeProto_AttributeType_STRING) {
+    proto.set_s(std::move(v));
+  }
+  attr(std::string name, std::vector<std::int64_t> v)
+      : attr(std::move(name), onnx::AttributeProto_AttributeType_INTS) {
     for (auto x : v) proto.add_ints(x);
   }
-  attr(std::string name, std::vector<double> v) : attr(std::move(name), onnx::AttributeProto_AttributeType_FLOATS) {
+  attr(std::string name, std::vector<double> v)
+      : attr(std::move(name), onnx::AttributeProto_AttributeType_FLOATS) {
     for (auto x : v) proto.add_floats(float(x));
   }
-  attr(std::string name, onnx::TensorProto v) : attr(std::move(name), onnx::AttributeProto_AttributeType_TENSOR) {
+  attr(std::string name, onnx::TensorProto v)
+      : attr(std::move(name), onnx::AttributeProto_AttributeType_TENSOR) {
     *proto.mutable_t() = std::move(v);
   }
-  attr(std::string name, onnx::GraphProto v) : attr(std::move(name), onnx::AttributeProto_AttributeType_GRAPH) {
+  attr(std::string name, onnx::GraphProto v)
+      : attr(std::move(name), onnx::AttributeProto_AttributeType_GRAPH) {
     *proto.mutable_g() = std::move(v);
   }
 
@@ -116,20 +132,45 @@ inline onnx::TensorProto make_tensor(std::string name, dtype type, std::vector<s
   auto put = [&raw](auto x) { raw.append(reinterpret_cast<const char*>(&x), sizeof(x)); };
   for (double v : values) {
     switch (type) {
-      case dtype::float32: put(float(v)); break;
-      case dtype::float64: put(v); break;
-      case dtype::float16: put(float_to_half(float(v))); break;
-      case dtype::bfloat16: put(float_to_bfloat16(float(v))); break;
-      case dtype::int8: put(std::int8_t(v)); break;
+      case dtype::float32:
+        put(float(v));
+        break;
+      case dtype::float64:
+        put(v);
+        break;
+      case dtype::float16:
+        put(float_to_half(float(v)));
+        break;
+      case dtype::bfloat16:
+        put(float_to_bfloat16(float(v)));
+        break;
+      case dtype::int8:
+        put(std::int8_t(v));
+        break;
       case dtype::uint8:
-      case dtype::boolean: put(std::uint8_t(v)); break;
-      case dtype::int16: put(std::int16_t(v)); break;
-      case dtype::uint16: put(std::uint16_t(v)); break;
-      case dtype::int32: put(std::int32_t(v)); break;
-      case dtype::uint32: put(std::uint32_t(v)); break;
-      case dtype::int64: put(std::int64_t(v)); break;
-      case dtype::uint64: put(std::uint64_t(v)); break;
-      default: throw error("make_tensor cannot encode " + std::string(dtype_name(type)));
+      case dtype::boolean:
+        put(std::uint8_t(v));
+        break;
+      case dtype::int16:
+        put(std::int16_t(v));
+        break;
+      case dtype::uint16:
+        put(std::uint16_t(v));
+        break;
+      case dtype::int32:
+        put(std::int32_t(v));
+        break;
+      case dtype::uint32:
+        put(std::uint32_t(v));
+        break;
+      case dtype::int64:
+        put(std::int64_t(v));
+        break;
+      case dtype::uint64:
+        put(std::uint64_t(v));
+        break;
+      default:
+        throw error("make_tensor cannot encode " + std::string(dtype_name(type)));
     }
   }
   t.set_raw_data(std::move(raw));
@@ -156,8 +197,8 @@ class graph_builder {
   }
 
   // Adds a node and returns its first output.
-  value op(std::string_view op_type, std::vector<value> inputs, std::initializer_list<attr> attrs = {},
-           node_options options = {}) {
+  value op(std::string_view op_type, std::vector<value> inputs,
+           std::initializer_list<attr> attrs = {}, node_options options = {}) {
     return ops(op_type, std::move(inputs), attrs, std::move(options)).front();
   }
 

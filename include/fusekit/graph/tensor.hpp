@@ -38,22 +38,30 @@ class tensor_values {
 
   dtype type() const { return type_; }
   std::int64_t size() const { return size_; }
+  // The types as_double and as_int64 decode; float8 is not among them.
   bool is_numeric() const {
-    return type_ != dtype::string && type_ != dtype::undefined && dtype_size(type_) != 0 &&
-           type_ != dtype::complex64 && type_ != dtype::complex128;
+    return is_float(type_) || type_ == dtype::boolean ||
+           (type_ >= dtype::uint8 && type_ <= dtype::int64) || type_ == dtype::uint32 ||
+           type_ == dtype::uint64;
   }
 
   double as_double(std::int64_t i) const {
     const std::size_t k = static_cast<std::size_t>(i);
     switch (type_) {
-      case dtype::float32: return typed<float>(k, [&] { return tensor_->float_data(i); });
-      case dtype::float64: return typed<double>(k, [&] { return tensor_->double_data(i); });
-      case dtype::float16: return half_to_float(bits16(k));
-      case dtype::bfloat16: return bfloat16_to_float(bits16(k));
+      case dtype::float32:
+        return typed<float>(k, [&] { return tensor_->float_data(i); });
+      case dtype::float64:
+        return typed<double>(k, [&] { return tensor_->double_data(i); });
+      case dtype::float16:
+        return half_to_float(bits16(k));
+      case dtype::bfloat16:
+        return bfloat16_to_float(bits16(k));
       case dtype::uint32:
         return typed<std::uint32_t>(k, [&] { return std::uint32_t(tensor_->uint64_data(i)); });
-      case dtype::uint64: return double(as_uint64(k));
-      default: return double(as_int64(i));
+      case dtype::uint64:
+        return double(as_uint64(k));
+      default:
+        return double(as_int64(i));
     }
   }
 
@@ -61,16 +69,24 @@ class tensor_values {
     const std::size_t k = static_cast<std::size_t>(i);
     auto int32_field = [&] { return tensor_->int32_data(i); };
     switch (type_) {
-      case dtype::int64: return typed<std::int64_t>(k, [&] { return tensor_->int64_data(i); });
-      case dtype::int32: return typed<std::int32_t>(k, int32_field);
-      case dtype::int16: return typed<std::int16_t>(k, int32_field);
-      case dtype::int8: return typed<std::int8_t>(k, int32_field);
-      case dtype::uint16: return typed<std::uint16_t>(k, int32_field);
+      case dtype::int64:
+        return typed<std::int64_t>(k, [&] { return tensor_->int64_data(i); });
+      case dtype::int32:
+        return typed<std::int32_t>(k, int32_field);
+      case dtype::int16:
+        return typed<std::int16_t>(k, int32_field);
+      case dtype::int8:
+        return typed<std::int8_t>(k, int32_field);
+      case dtype::uint16:
+        return typed<std::uint16_t>(k, int32_field);
       case dtype::uint8:
-      case dtype::boolean: return typed<std::uint8_t>(k, int32_field);
+      case dtype::boolean:
+        return typed<std::uint8_t>(k, int32_field);
       case dtype::uint32:
-      case dtype::uint64: return static_cast<std::int64_t>(as_uint64(k));
-      default: return static_cast<std::int64_t>(as_double(i));
+      case dtype::uint64:
+        return static_cast<std::int64_t>(as_uint64(k));
+      default:
+        return static_cast<std::int64_t>(as_double(i));
     }
   }
 
@@ -99,13 +115,19 @@ class tensor_values {
       return width == 0 ? -1 : static_cast<std::int64_t>(raw_.size() / width);
     }
     switch (type_) {
-      case dtype::float32: return tensor_->float_data_size();
-      case dtype::float64: return tensor_->double_data_size();
-      case dtype::int64: return tensor_->int64_data_size();
+      case dtype::float32:
+        return tensor_->float_data_size();
+      case dtype::float64:
+        return tensor_->double_data_size();
+      case dtype::int64:
+        return tensor_->int64_data_size();
       case dtype::uint32:
-      case dtype::uint64: return tensor_->uint64_data_size();
-      case dtype::string: return tensor_->string_data_size();
-      default: return tensor_->int32_data_size();
+      case dtype::uint64:
+        return tensor_->uint64_data_size();
+      case dtype::string:
+        return tensor_->string_data_size();
+      default:
+        return tensor_->int32_data_size();
     }
   }
 

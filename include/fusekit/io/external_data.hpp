@@ -36,16 +36,16 @@ inline external_data_ref external_data_of(const onnx::TensorProto& t) {
       if (entry.key() == "offset") ref.offset = std::stoull(entry.value());
       if (entry.key() == "length") ref.length = std::stoull(entry.value());
     } catch (const std::exception&) {
-      throw tensor_error(t, "external_data '" + entry.key() + "' is not a number: '" +
-                                entry.value() + "'");
+      throw tensor_error(
+          t, "external_data '" + entry.key() + "' is not a number: '" + entry.value() + "'");
     }
   }
   if (ref.location.empty()) throw tensor_error(t, "external data has no 'location'");
   const std::filesystem::path location(ref.location);
   // As in ONNX Runtime: data must stay inside the model's directory.
-  if (location.is_absolute() || location.lexically_normal().string().starts_with(".."))
-    throw tensor_error(t, "external data location '" + ref.location +
-                              "' leaves the model's directory");
+  if (location.is_absolute() || *location.lexically_normal().begin() == "..")
+    throw tensor_error(
+        t, "external data location '" + ref.location + "' leaves the model's directory");
   return ref;
 }
 
@@ -57,8 +57,8 @@ inline std::uint64_t external_data_size(const onnx::TensorProto& t,
   std::error_code ec;
   const std::uint64_t file_size = std::filesystem::file_size(file, ec);
   if (ec) throw tensor_error(t, "external data file '" + file.string() + "' is missing");
-  const std::uint64_t length = ref.length.value_or(file_size > ref.offset ? file_size - ref.offset
-                                                                           : 0);
+  const std::uint64_t length =
+      ref.length.value_or(file_size > ref.offset ? file_size - ref.offset : 0);
   if (ref.offset + length > file_size)
     throw tensor_error(t, "external data file '" + file.string() + "' has " +
                               std::to_string(file_size) + " bytes, the tensor needs bytes " +

@@ -9,9 +9,9 @@
 
 #include <cerrno>
 #include <climits>
-#include <cstring>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -54,9 +54,12 @@ inline std::string diagnose_wire_format(std::string_view bytes) {
   while (at < bytes.size()) {
     const std::size_t field_start = at;
     std::uint64_t tag = 0;
-    if (!varint(tag)) return "truncated inside a field tag at byte " + std::to_string(field_start);
+    // A varint that runs out of bytes is truncated; one longer than 10 bytes is garbage.
+    const bool tag_read = varint(tag);
+    if (!tag_read && at == bytes.size())
+      return "truncated inside a field tag at byte " + std::to_string(field_start);
     const std::uint64_t field = tag >> 3, wire_type = tag & 7;
-    if (field == 0 || wire_type > 5 || wire_type == 3 || wire_type == 4)
+    if (!tag_read || field == 0 || wire_type > 5 || wire_type == 3 || wire_type == 4)
       return "not a protobuf: byte " + std::to_string(field_start) +
              " is not a valid field tag (is this an ONNX model?)";
     std::uint64_t length = 0;
@@ -64,8 +67,12 @@ inline std::string diagnose_wire_format(std::string_view bytes) {
       case 0:
         if (!varint(length)) return "truncated in field " + std::to_string(field);
         continue;
-      case 1: length = 8; break;
-      case 5: length = 4; break;
+      case 1:
+        length = 8;
+        break;
+      case 5:
+        length = 4;
+        break;
       case 2:
         if (!varint(length)) return "truncated in the length of field " + std::to_string(field);
         break;
@@ -119,7 +126,8 @@ class staged_file {
       : target_(std::move(target)),
         temp_(target_.string() + ".tmp" + std::to_string(::getpid())),
         out_(temp_, std::ios::binary | std::ios::trunc) {
-    if (!out_) throw error("cannot write: " + std::string(std::strerror(errno)), {.file = temp_});
+    if (!out_)
+      throw error("cannot write: " + std::string(std::strerror(errno)), {.file = target_.string()});
   }
   staged_file(const staged_file&) = delete;
   ~staged_file() {
@@ -134,7 +142,7 @@ class staged_file {
   void close() {
     out_.flush();
     out_.close();
-    if (!out_) throw error("write failed (disk full?)", {.file = temp_.string()});
+    if (!out_) throw error("write failed (disk full?)", {.file = target_.string()});
   }
   void commit() {
     std::error_code ec;
@@ -220,7 +228,8 @@ inline model load_model(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path, ec))
     throw error("is a directory, not a model file", {.file = path.string()});
   std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw error("cannot open: " + std::string(std::strerror(errno)), {.file = path.string()});
+  if (!in)
+    throw error("cannot open: " + std::string(std::strerror(errno)), {.file = path.string()});
   const std::streamoff size = in.tellg();
   if (size > std::streamoff(INT_MAX))
     throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
@@ -262,7 +271,8 @@ inline void save_model(const model& m, const std::filesystem::path& out,
   });
   // Rewrite every external tensor when the files would not be found from `out`, or when new data
   // goes into a file the old references still point at.
-  const bool relocate = has_external && (!same_directory() || (externalize_from && writes_target_data));
+  const bool relocate =
+      has_external && (!same_directory() || (externalize_from && writes_target_data));
 
   if (!relocate && !externalize_from) {
     detail::staged_file file(out);
