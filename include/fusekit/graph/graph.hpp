@@ -77,6 +77,7 @@ class graph {
   // The main graph of `model`. `file` names the model in errors and is where external data lives.
   explicit graph(const onnx::ModelProto& model, std::filesystem::path file = {})
       : proto_(&model.graph()), root_(this), shared_(std::make_unique<shared_state>()) {
+    shared_->directory = file.parent_path();
     shared_->file = std::move(file);
     shared_->ir_version = model.ir_version();
     for (const auto& opset : model.opset_import())
@@ -164,13 +165,15 @@ class graph {
   bool is_constant(value_id v) const { return values_[v].flags & constant; }
   // The tensor of a constant: initializer or Constant node (value_float & co. included). Null when
   // the value is not constant or is sparse.
-  const onnx::TensorProto* constant_tensor(value_id v) const { return values_[v].tensor; }
+  const onnx::TensorProto* constant_tensor(value_id v) const {
+    return is_constant(v) ? values_[v].tensor : nullptr;
+  }
   // One-element numeric constant of any dtype, shape [] or [1, …, 1].
   std::optional<double> constant_scalar(value_id v) const {
     const onnx::TensorProto* t = constant_tensor(v);
     if (t == nullptr) return std::nullopt;
     try {
-      return scalar_value(*t, file().parent_path());
+      return scalar_value(*t, root_->shared_->directory);
     } catch (const error& e) {
       throw e.in_file(file().string());
     }
@@ -245,6 +248,7 @@ class graph {
   // Owned by the main graph, shared by its subgraphs.
   struct shared_state {
     std::filesystem::path file;
+    std::filesystem::path directory;  // where external data is found
     std::int64_t ir_version = 0;
     std::unordered_map<std::string, std::int64_t> opsets;
     op_interner ops;

@@ -25,6 +25,10 @@ inline std::int64_t element_count(const onnx::TensorProto& t) {
 class tensor_values {
  public:
   // Throws fusekit::error when the data does not hold element_count() elements of the type.
+  // raw_ may point into external_: a copy would point into the original.
+  tensor_values(const tensor_values&) = delete;
+  tensor_values& operator=(const tensor_values&) = delete;
+
   explicit tensor_values(const onnx::TensorProto& t, const std::filesystem::path& base_dir = {})
       : tensor_(&t), type_(static_cast<dtype>(t.data_type())), size_(element_count(t)) {
     if (is_external(t)) {
@@ -85,8 +89,14 @@ class tensor_values {
       case dtype::uint32:
       case dtype::uint64:
         return static_cast<std::int64_t>(as_uint64(k));
-      default:
+      case dtype::float32:
+      case dtype::float64:
+      case dtype::float16:
+      case dtype::bfloat16:
         return static_cast<std::int64_t>(as_double(i));
+      default:
+        throw tensor_error(*tensor_, "holds " + std::string(dtype_name(type_)) +
+                                         ", which fusekit does not read as numbers");
     }
   }
 

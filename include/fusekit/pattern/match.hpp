@@ -1,0 +1,154 @@
+// Running a pattern: match() at one anchor node, trace() over every anchor with explanations, and
+// describe() for the pattern's text.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fusekit/graph/graph.hpp"
+#include "fusekit/pattern/matchers.hpp"
+
+namespace fusekit::pattern {
+
+// The outcome of match(): false, or the captures and the matched nodes. Captures are written only
+// when the whole match succeeded.
+template <class Captures, std::size_t Depth>
+class match_result {
+ public:
+  using captures = Captures;
+
+  explicit operator bool() const { return matched_; }
+  node_id root() const { return root_; }
+
+  // Typed access: a value_id, node_id, double, TensorProto*, AttributeProto* or branch index,
+  // by the capture's kind. A name the pattern does not bind does not compile.
+  template <fixed_string Name>
+  auto get() const {
+    constexpr std::size_t i = index_of<Captures>(Name.view());
+    static_assert(i != npos, "fusekit: get<>: the pattern has no capture of this name");
+    constexpr capture_kind kind = Captures::kinds[i];
+    const slot& s = slots_[i];
+    if constexpr (kind == capture_kind::number)
+      return s.number;
+    else if constexpr (kind == capture_kind::tensor)
+      return static_cast<const onnx::TensorProto*>(s.pointer);
+    else if constexpr (kind == capture_kind::attribute)
+      return static_cast<const onnx::AttributeProto*>(s.pointer);
+    else if constexpr (kind == capture_kind::branch)
+      return std::size_t(s.id);
+    else
+      return capture_type<kind>(s.id);
+  }
+
+  // False for a capture inside an any_of branch that was not taken.
+  template <fixed_string Name>
+  bool has() const {
+    constexpr std::size_t i = index_of<Captures>(Name.view());
+    static_assert(i != npos, "fusekit: has<>: the pattern has no capture of this name");
+    return slots_[i].bound;
+  }
+
+  // The matched nodes, root first, in match order (a node reached twice is listed twice).
+  std::span<const node_id> nodes() const { return {nodes_.data(), node_count_}; }
+
+  template <class C>
+  void accept(node_id root, const C& c) {
+    matched_ = true;
+    root_ = root;
+    slots_ = c.slots;
+    node_count_ = c.matched_count;
+    for (std::size_t i = 0; i < node_count_; ++i) nodes_[i] = c.matched[i].node;
+  }
+
+ private:
+  bool matched_ = false;
+  node_id root_ = no_id;
+  std::array<slot, Captures::size> slots_{};
+  std::array<node_id, Depth> nodes_{};
+  std::size_t node_count_ = 0;
+};
+
+template <class P>
+using match_result_for = match_result<typename P::captures, P::nodes>;
+
+// Matches `p` with `root` as the node producing its outermost value. With a sink, a failure
+// leaves there the deepest reason and the nodes matched up to it.
+template <class P>
+match_result_for<P> match(const P& p, const graph& g, node_id root, explanation* sink = nullptr) {
+  context<typename P::captures, P::nodes> c(g, sink);
+  match_result_for<P> result;
+  p.match_root(c, root, [&] {
+    if (!c.uses_contained()) return false;
+    result.accept(root, c);
+    return true;
+  });
+  return result;
+}
+
+template <class P>
+std::string describe(const P& p) {
+  std::string text;
+  p.describe(text);
+  return text;
+}
+
+template <class P, class F>
+void for_each_alternative(const P& p, F&& f) {
+  if constexpr (!std::is_same_v<P, pack<>>) {
+    f(p.head);
+    for_each_alternative(p.tail, f);
+  }
+}
+
+// The op types a pattern's root can have: where a driver or tracer looks for anchors.
+template <class S, class I, class Preds, bool C>
+std::vector<node_id> anchors(const op_pattern<S, I, Preds, C>&, const graph& g) {
+  if constexpr (S::id.has_value()) {
+    const auto nodes = g.nodes_of(*S::id);
+    return {nodes.begin(), nodes.end()};
+  } else {
+    const auto id = g.ops().find(S::domain, S::name);
+    if (!id) return {};
+    const auto nodes = g.nodes_of(*id);
+    return {nodes.begin(), nodes.end()};
+  }
+}
+template <fixed_string N, class I>
+std::vector<node_id> anchors(const captured<N, I>& p, const graph& g) {
+  return anchors(p.inner, g);
+}
+template <fixed_string B, class... Alts>
+std::vector<node_id> anchors(const any_of_t<B, Alts...>& p, const graph& g) {
+  std::vector<node_id> all;
+  auto add = [&](const auto& alt) {
+    for (node_id n : anchors(alt, g)) all.push_back(n);
+  };
+  for_each_alternative(p.alts, add);
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return all;
+}
+
+// One anchor's outcome, with the explanation of the best partial match when it failed.
+struct attempt {
+  node_id anchor = no_id;
+  bool matched = false;
+  explanation why;
+};
+
+// Tries `p` at every anchor of `g`, in graph order: the data behind "why did this not fuse".
+template <class P>
+std::vector<attempt> trace(const P& p, const graph& g) {
+  std::vector<attempt> attempts;
+  for (node_id n : anchors(p, g)) {
+    attempt a{.anchor = n, .matched = false, .why = {}};
+    a.matched = bool(match(p, g, n, &a.why));
+    attempts.push_back(std::move(a));
+  }
+  return attempts;
+}
+
+}  // namespace fusekit::pattern

@@ -1,0 +1,742 @@
+// The pattern vocabulary. Every pattern is a small constexpr struct with
+//   using captures = decl_list<…>;          what it binds (checked at compile time)
+//   static constexpr std::size_t nodes;     the most op nodes it can hold matched at once
+//   match(context, where, value, rest)      continuation-passing: calls rest() after matching, and
+//                                           undoes its bindings if rest() fails, so any_of,
+//                                           optional and commutative backtrack for real
+//   describe(out)                           readable text of the pattern
+// Matching is inlined template code: no virtual calls, no std::function, no allocation.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "fusekit/graph/graph.hpp"
+#include "fusekit/pattern/captures.hpp"
+#include "fusekit/pattern/context.hpp"
+#include "fusekit/pattern/fixed_string.hpp"
+#include "fusekit/pattern/predicates.hpp"
+
+namespace fusekit::pattern {
+
+// ---- a minimal heterogeneous list (std::tuple costs measurable compile time)
+
+template <class... Ts>
+struct pack;
+
+template <>
+struct pack<> {};
+
+template <class T, class... Ts>
+struct pack<T, Ts...> {
+  T head;
+  pack<Ts...> tail;
+};
+
+constexpr pack<> make_pack() { return {}; }
+template <class T, class... Ts>
+constexpr pack<T, Ts...> make_pack(T t, Ts... ts) {
+  return {t, make_pack(ts...)};
+}
+
+template <class U>
+constexpr pack<U> append(const pack<>&, U u) {
+  return {u, {}};
+}
+template <class T, class... Ts, class U>
+constexpr pack<T, Ts..., U> append(const pack<T, Ts...>& p, U u) {
+  return {p.head, append(p.tail, u)};
+}
+
+template <class T>
+struct captures_of {
+  using type = decl_list<>;
+};
+template <class T>
+requires requires { typename T::captures; }
+struct captures_of<T> {
+  using type = typename T::captures;
+};
+
+template <class P>
+struct pack_traits;
+template <class... Ts>
+struct pack_traits<pack<Ts...>> {
+  using captures = merge_t<typename captures_of<Ts>::type...>;
+  static constexpr std::size_t nodes = (std::size_t(0) + ... + Ts::nodes);
+  static constexpr std::size_t size = sizeof...(Ts);
+};
+template <>
+struct pack_traits<pack<>> {
+  using captures = decl_list<>;
+  static constexpr std::size_t nodes = 0;
+  static constexpr std::size_t size = 0;
+};
+
+template <class... Ts>
+struct pred_pack_traits;
+template <class... Ts>
+struct pred_pack_traits<pack<Ts...>> {
+  using captures = merge_t<typename captures_of<Ts>::type...>;
+};
+
+template <class P>
+void describe_list(const P& p, std::string& out, bool first = true) {
+  if constexpr (!std::is_same_v<P, pack<>>) {
+    if (!first) out += ", ";
+    p.head.describe(out);
+    describe_list(p.tail, out, false);
+  }
+}
+
+// ---- predicates applied in continuation style, so binders and checks chain alike
+
+template <class Pred>
+concept node_predicate = requires {
+  Pred::on_node;
+};
+
+template <class C, class K>
+bool apply_all(const pack<>&, C&, const site*, node_id, value_id, K&& rest) {
+  return rest();
+}
+template <class T, class... Ts, class C, class K>
+bool apply_all(const pack<T, Ts...>& p, C& c, const site* where, node_id n, value_id v, K&& rest) {
+  auto next = [&] { return apply_all(p.tail, c, where, n, v, rest); };
+  if constexpr (requires { p.head.apply(c, where, n, v, next); })
+    return p.head.apply(c, where, n, v, next);
+  else if constexpr (node_predicate<T>)
+    return p.head.check(c, where, n) && next();
+  else
+    return p.head.check(c, where, v) && next();
+}
+
+// ---- binders
+
+template <fixed_string Name>
+struct bind_node {
+  using captures = decl_list<decl<Name, capture_kind::node>>;
+  void describe(std::string& out) const { out += "@" + std::string(Name.view()); }
+  template <class C, class K>
+  bool apply(C& c, const site*, node_id n, value_id, K&& rest) const {
+    constexpr std::size_t i = index_of<typename C::captures>(Name.view());
+    return c.template bind<i>(slot{.id = n}, rest);
+  }
+};
+
+template <fixed_string Attr, fixed_string Name>
+struct bind_attribute {
+  using captures = decl_list<decl<Name, capture_kind::attribute>>;
+  void describe(std::string& out) const {
+    out += std::string(Attr.view()) + "@" + std::string(Name.view());
+  }
+  template <class C, class K>
+  bool apply(C& c, const site*, node_id n, value_id, K&& rest) const {
+    constexpr std::size_t i = index_of<typename C::captures>(Name.view());
+    return c.template bind<i>(slot{.pointer = c.g.attribute(n, Attr.view()).attribute}, rest);
+  }
+};
+
+template <std::uint32_t Slot, fusekit::dtype... Types>
+struct input_dtype_is {
+  static constexpr bool on_node = true;
+  void describe(std::string& out) const {
+    out += "input " + std::to_string(Slot) + " ";
+    dtype_is<Types...>{}.describe(out);
+  }
+  template <class C>
+  bool check(C& c, const site* where, node_id n) const {
+    const value_id in = c.g.input(n, Slot);
+    const fusekit::dtype t = in == no_id ? fusekit::dtype::undefined : c.g.type(in);
+    if (((t == Types) || ...)) return true;
+    c.fail(where, n, [&](std::string& m) {
+      m += c.g.describe(n) + ": input " + std::to_string(Slot) + " has dtype " +
+           std::string(dtype_name(t)) + ", expected ";
+      std::string expected;
+      dtype_is<Types...>{}.describe(expected);
+      m += expected.substr(6);
+    });
+    return false;
+  }
+};
+
+// Node predicates say so, to be handed the node rather than its output value.
+template <class Pred>
+struct node_check : Pred {
+  static constexpr bool on_node = true;
+};
+
+// ---- value predicates shared by the value patterns (any, capture, constant_scalar, constant)
+
+template <class Inner, class Pred>
+struct checked;
+
+template <class Self>
+struct value_predicates {
+  template <fusekit::dtype... Types>
+  constexpr auto dtype() const {
+    return checked<Self, dtype_is<Types...>>{self(), {}};
+  }
+  template <std::size_t Rank>
+  constexpr auto rank() const {
+    return checked<Self, rank_is<Rank>>{self(), {}};
+  }
+  template <class... Dims>
+  constexpr auto shape(Dims... dims) const {
+    return checked<Self, shape_is<sizeof...(Dims)>>{self(), {{dim_is(dims)...}}};
+  }
+  template <class F>
+  constexpr auto where(const char* text, F fn) const {
+    return checked<Self, value_where<F>>{self(), {text, fn}};
+  }
+
+ private:
+  constexpr const Self& self() const { return static_cast<const Self&>(*this); }
+};
+
+template <class Inner, class Pred>
+struct checked : value_predicates<checked<Inner, Pred>> {
+  Inner inner;
+  Pred pred;
+  using captures = typename captures_of<Inner>::type;
+  static constexpr std::size_t nodes = Inner::nodes;
+
+  constexpr checked(Inner inner, Pred pred) : inner(inner), pred(pred) {}
+
+  void describe(std::string& out) const {
+    inner.describe(out);
+    out += "{";
+    pred.describe(out);
+    out += "}";
+  }
+  template <class C, class K>
+  bool match(C& c, const site* where, value_id v, K&& rest) const {
+    return inner.match(c, where, v, [&] { return pred.check(c, where, v) && rest(); });
+  }
+};
+
+// ---- any(): any value
+
+struct any_t : value_predicates<any_t> {
+  using captures = decl_list<>;
+  static constexpr std::size_t nodes = 0;
+  void describe(std::string& out) const { out += "_"; }
+  template <class C, class K>
+  bool match(C& c, const site* where, value_id v, K&& rest) const {
+    if (v != no_id) return rest();
+    c.fail(where, no_id, [](std::string& m) { m += "expected a value, the input is omitted"; });
+    return false;
+  }
+};
+constexpr any_t any() { return {}; }
+
+// ---- capture<"q">: binds a value; the same name twice means the same value
+
+template <fixed_string Name, class Inner>
+struct captured;
+
+template <fixed_string Name>
+struct capture_t : value_predicates<capture_t<Name>> {
+  using captures = decl_list<decl<Name, capture_kind::value>>;
+  static constexpr std::size_t nodes = 0;
+
+  void describe(std::string& out) const { out += Name.view(); }
+
+  template <class C, class K>
+  bool match(C& c, const site* where, value_id v, K&& rest) const {
+    constexpr std::size_t i = index_of<typename C::captures>(Name.view());
+    if (v == no_id) {
+      c.fail(where, no_id, [](std::string& m) {
+        m += "expected a value for '" + std::string(Name.view()) + "', the input is omitted";
+      });
+      return false;
+    }
+    const slot& bound = c.slots[i];
+    if (bound.bound && bound.id != v) {
+      c.fail(where, c.g.producer(v), [&](std::string& m) {
+        m += "'" + std::string(Name.view()) + "' must be the same value twice, it is " +
+             describe_value(c.g, bound.id) + " and " + describe_value(c.g, v);
+      });
+      return false;
+    }
+    return c.template bind<i>(slot{.id = v}, rest);
+  }
+
+  // capture<"x">(p): binds the value and requires it to match p.
+  template <class P>
+  constexpr captured<Name, P> operator()(P p) const {
+    return {p};
+  }
+};
+
+template <fixed_string Name>
+inline constexpr capture_t<Name> capture{};
+
+template <fixed_string Name, class Inner>
+struct captured {
+  Inner inner;
+  using captures = merge_t<decl_list<decl<Name, capture_kind::value>>, typename Inner::captures>;
+  static constexpr std::size_t nodes = Inner::nodes;
+
+  void describe(std::string& out) const {
+    out += std::string(Name.view()) + ":";
+    inner.describe(out);
+  }
+  template <class C, class K>
+  bool match(C& c, const site* where, value_id v, K&& rest) const {
+    return capture<Name>.match(c, where, v, [&] { return inner.match(c, where, v, rest); });
+  }
+  template <class C, class K>
+  bool match_root(C& c, node_id n, K&& rest) const {
+    constexpr std::size_t i = index_of<typename C::captures>(Name.view());
+    return c.template bind<i>(slot{.id = c.g.output(n, 0)},
+                              [&] { return inner.match_root(c, n, rest); });
+  }
+};
+
+// ---- constant_scalar<"scale">: a one-element numeric constant of any dtype, bound as double
+
+namespace detail {
+inline std::string why_not_constant_scalar(const graph& g, value_id v) {
+  if (g.is_initializer(v) && g.is_graph_input(v))
+    return "initializer '" + std::string(g.name(v)) +
+           "' is also a graph input, so it can be overridden at run time";
+  if (const onnx::TensorProto* t = g.constant_tensor(v))
+    return describe_value(g, v) + " has " + std::to_string(element_count(*t)) + " elements of " +
+           std::string(dtype_name(dtype(t->data_type())));
+  return describe_value(g, v) + " is not a constant";
+}
+}  // namespace detail
+
+template <fixed_string Name>
+struct constant_scalar_t : value_predicates<constant_scalar_t<Name>> {
+  using captures = decl_list<decl<Name, capture_kind::number>>;
+  static constexpr std::size_t nodes = 0;
+  bool has_expected = false;
+  double expected = 0;
+  double tolerance = 0;
+
+  // constant_scalar<"one">.value(1.0): the constant must also equal 1 (within the tolerance).
+  constexpr constant_scalar_t value(double want, double tol = 1e-6) const {
+    constant_scalar_t copy = *this;
+    copy.has_expected = true;
+    copy.expected = want;
+    copy.tolerance = tol;
+    return copy;
+  }
+
+  void describe(std::string& out) const {
+    out += std::string(Name.view()) + ":constant scalar";
+    if (has_expected) out += "=" + number_text(expected);
+  }
+
+  template <class C, class K>
+  bool match(C& c, const site* where, value_id v, K&& rest) const {
+    const auto found = v == no_id ? std::nullopt : c.g.constant_scalar(v);
+    if (!found) {
+      c.fail(where, v == no_id ? no_id : c.g.producer(v), [&](std::string& m) {
+        m += "expected constant scalar '" + std::string(Name.view()) + "', " +
+             (v == no_id ? std::string("the input is omitted")
+                         : detail::why_not_constant_scalar(c.g, v));
+      });
+      return false;
+    }
+    if (has_expected && !(std::abs(*found - expected) <= tolerance)) {
+      c.fail(where, c.g.producer(v), [&](std::string& m) {
+        m += "constant scalar '" + std::string(Name.view()) + "' is " + number_text(*found) +
+             ", expected " + number_text(expected);
+      });
+      return false;
+    }
+    constexpr std::size_t i = index_of<typename C::captures>(Name.view());
+    return c.template bind<i>(slot{.number = *found}, rest);
+  }
+};
+
+template <fixed_string Name>
+inline constexpr constant_scalar_t<Name> constant_scalar{};
+
+// ---- constant<"mask">: any constant tensor (initializer or Constant node), bound as TensorProto
+
+template <fixed_string Name>
+struct constant_t : value_predicates<constant_t<Name>> {
+  using captures = decl_list<decl<Name, capture_kind::tensor>>;
+  static constexpr std::size_t nodes = 0;
+
+  void describe(std::string& out) const { out += std::string(Name.view()) + ":constant"; }
+
+  template <class C, class K>
+  bool match(C& c, const site* where, value_id v, K&& rest) const {
+    const onnx::TensorProto* t = v == no_id ? nullptr : c.g.constant_tensor(v);
+    if (t == nullptr) {
+      c.fail(where, v == no_id ? no_id : c.g.producer(v), [&](std::string& m) {
+        m += "expected constant '" + std::string(Name.view()) + "', " +
+             (v == no_id ? std::string("the input is omitted")
+                         : detail::why_not_constant_scalar(c.g, v));
+      });
+      return false;
+    }
+    constexpr std::size_t i = index_of<typename C::captures>(Name.view());
+    return c.template bind<i>(slot{.pointer = t}, rest);
+  }
+};
+
+template <fixed_string Name>
+inline constexpr constant_t<Name> constant{};
+
+// ---- op<"Name">(inputs…): a node of that op type whose inputs match, in order
+
+template <fixed_string Name, fixed_string Domain>
+struct op_spec {
+  static constexpr std::string_view name = Name.view();
+  static constexpr std::string_view domain = canonical_domain(Domain.view());
+  static constexpr bool known_domain = domain.empty() || domain == "com.microsoft";
+  static constexpr std::optional<op_id> id = find_known_op(domain, name);
+
+  static bool matches(const graph& g, node_id n) {
+    if constexpr (id.has_value())
+      return g.op(n) == *id;
+    else
+      return g.op_type(n) == name && g.domain(n) == domain;
+  }
+};
+
+template <class Spec, class Inputs, class Preds, bool Commute = false>
+struct op_pattern {
+  Inputs inputs;
+  Preds preds;
+  use_policy policy = use_policy::contained;
+  std::uint32_t slot = 0;
+
+  using spec = Spec;
+  using captures =
+      merge_t<typename pack_traits<Inputs>::captures, typename pred_pack_traits<Preds>::captures>;
+  static constexpr std::size_t nodes = 1 + pack_traits<Inputs>::nodes;
+  static constexpr std::size_t arity = pack_traits<Inputs>::size;
+
+  // ---- chaining: each returns a new pattern with one more predicate
+
+  template <class P>
+  constexpr auto with(P p) const {
+    using next = op_pattern<Spec, Inputs, decltype(append(preds, p)), Commute>;
+    return next{inputs, append(preds, p), policy, slot};
+  }
+  template <fixed_string Attr, class V>
+  constexpr auto attr(V v) const {
+    using matcher = decltype(attribute_matcher(v));
+    return with(node_check<attribute_is<Attr, matcher>>{{attribute_matcher(v)}});
+  }
+  template <fusekit::dtype... Types>
+  constexpr auto dtype() const {
+    return with(dtype_is<Types...>{});
+  }
+  template <std::size_t Rank>
+  constexpr auto rank() const {
+    return with(rank_is<Rank>{});
+  }
+  template <class... Dims>
+  constexpr auto shape(Dims... dims) const {
+    return with(shape_is<sizeof...(Dims)>{{dim_is(dims)...}});
+  }
+  template <std::int64_t Min, std::int64_t Max = INT64_MAX>
+  constexpr auto opset() const {
+    return with(node_check<opset_in<Min, Max>>{});
+  }
+  template <class F>
+  constexpr auto where(const char* text, F fn) const {
+    return with(node_check<node_where<F>>{{text, fn}});
+  }
+  template <fixed_string BindName>
+  constexpr auto bind() const {
+    return with(bind_node<BindName>{});
+  }
+  template <fixed_string Attr, fixed_string BindName>
+  constexpr auto bind_attr() const {
+    return with(bind_attribute<Attr, BindName>{});
+  }
+  constexpr op_pattern with_policy(use_policy p) const {
+    op_pattern copy = *this;
+    copy.policy = p;
+    return copy;
+  }
+  constexpr op_pattern multi_use() const { return with_policy(use_policy::any); }
+  constexpr op_pattern one_user() const { return with_policy(use_policy::one_user); }
+  constexpr op_pattern one_use() const { return with_policy(use_policy::one_use); }
+  // Match output k of the node instead of output 0 (Split, TopK …).
+  constexpr op_pattern output(std::uint32_t k) const {
+    op_pattern copy = *this;
+    copy.slot = k;
+    return copy;
+  }
+
+  // ---- matching
+
+  template <class C, class K>
+  bool match(C& c, const site* where, value_id v, K&& rest) const {
+    const node_id n = v == no_id ? no_id : c.g.producer(v);
+    if (n == no_id || !Spec::matches(c.g, n) || c.g.producer_slot(v) != slot) {
+      c.fail(where, n, [&](std::string& m) {
+        m += "expected " + std::string(Spec::name);
+        if (slot != 0) m += " output " + std::to_string(slot);
+        m += ", found " + describe_value(c.g, v);
+      });
+      return false;
+    }
+    return match_node(c, where, n, false, rest);
+  }
+
+  template <class C, class K>
+  bool match_root(C& c, node_id n, K&& rest) const {
+    if (!Spec::matches(c.g, n)) {
+      c.fail(nullptr, n, [&](std::string& m) {
+        m += "expected " + std::string(Spec::name) + ", found " + c.g.describe(n);
+      });
+      return false;
+    }
+    return match_node(c, nullptr, n, true, rest);
+  }
+
+  template <class C, class K>
+  bool match_node(C& c, const site* where, node_id n, bool root, K&& rest) const {
+    std::size_t given = c.g.inputs(n).size();
+    while (given > 0 && c.g.input(n, given - 1) == no_id) --given;
+    if (given != arity) {
+      c.fail(where, n, [&](std::string& m) {
+        m += c.g.describe(n) + " has " + std::to_string(given) + " inputs, the pattern expects " +
+             std::to_string(arity);
+      });
+      return false;
+    }
+    const value_id out = c.g.output(n, slot);
+    return apply_all(preds, c, where, n, out, [&] {
+      c.push(n, policy, root);
+      const bool ok = match_inputs(c, where, n, rest);
+      c.pop();
+      return ok;
+    });
+  }
+
+  void describe(std::string& out) const {
+    out += Spec::name;
+    if (slot != 0) out += "#" + std::to_string(slot);
+    if constexpr (!std::is_same_v<Preds, pack<>>) {
+      out += "[";
+      describe_list(preds, out);
+      out += "]";
+    }
+    if (policy == use_policy::any) out += "{multi-use}";
+    if (policy == use_policy::one_user) out += "{one user}";
+    if (policy == use_policy::one_use) out += "{one use}";
+    out += Commute ? "{commutative}(" : "(";
+    describe_list(inputs, out);
+    out += ")";
+  }
+
+ private:
+  template <class C, class K>
+  bool match_inputs(C& c, const site* where, node_id n, K&& rest) const {
+    if constexpr (Commute) {
+      return match_pair(c, where, n, 0, 1, rest) || match_pair(c, where, n, 1, 0, rest);
+    } else {
+      return match_in_order<0>(inputs, c, where, n, rest);
+    }
+  }
+
+  template <std::uint32_t Slot, class P, class C, class K>
+  static bool match_in_order(const P& p, C& c, const site* where, node_id n, K&& rest) {
+    if constexpr (std::is_same_v<P, pack<>>) {
+      return rest();
+    } else {
+      const site here{n, Slot, where};
+      return p.head.match(c, &here, c.g.input(n, Slot),
+                          [&] { return match_in_order<Slot + 1>(p.tail, c, where, n, rest); });
+    }
+  }
+
+  template <class C, class K>
+  [[gnu::noinline]] bool match_pair(C& c, const site* where, node_id n, std::uint32_t first,
+                                    std::uint32_t second, K& rest) const {
+    const site a{n, first, where};
+    const site b{n, second, where};
+    return inputs.head.match(c, &a, c.g.input(n, first), [&] {
+      return inputs.tail.head.match(c, &b, c.g.input(n, second), [&] { return resume(rest); });
+    });
+  }
+};
+
+template <class T>
+struct is_op_pattern : std::false_type {};
+template <class S, class I, class P, bool C>
+struct is_op_pattern<op_pattern<S, I, P, C>> : std::true_type {};
+
+template <fixed_string Name, fixed_string Domain = "">
+struct op_factory {
+  using spec = op_spec<Name, Domain>;
+  static_assert(!spec::known_domain || spec::id.has_value(),
+                "fusekit: unknown op name: neither an ai.onnx op (through opset 24) nor a known "
+                "com.microsoft op; check the spelling, or name a custom domain: "
+                "op<\"Name\", \"my.domain\">");
+
+  template <class... Inputs>
+  constexpr auto operator()(Inputs... inputs) const {
+    if constexpr (spec::id.has_value()) {
+      constexpr op_info info = known_ops[*spec::id];
+      static_assert(
+          int(sizeof...(Inputs)) >= info.min_inputs && int(sizeof...(Inputs)) <= info.max_inputs,
+          "fusekit: wrong number of inputs for this op (see fusekit::known_ops for "
+          "each op's input count)");
+    }
+    return op_pattern<spec, pack<Inputs...>, pack<>>{make_pack(inputs...), {}};
+  }
+};
+
+template <fixed_string Name, fixed_string Domain = "">
+inline constexpr op_factory<Name, Domain> op{};
+
+// ---- commutative(op<…>(a, b)): tries both operand orders, without a second copy of the rule
+
+template <class S, class I, class P>
+constexpr auto commutative(const op_pattern<S, I, P, false>& p) {
+  static_assert(pack_traits<I>::size == 2, "fusekit: commutative() needs an op with two inputs");
+  return op_pattern<S, I, P, true>{p.inputs, p.preds, p.policy, p.slot};
+}
+
+// ---- optional<"Cast">(p): Cast(p) or p itself; .bind<"name">() records which (no_id: absent)
+
+template <class Op, fixed_string BindName = "">
+struct optional_t {
+  static_assert(Op::arity == 1, "fusekit: optional<> wraps a one-input op");
+  Op inner;
+
+  static constexpr bool binds = !BindName.view().empty();
+  using captures = merge_t<
+      typename Op::captures,
+      std::conditional_t<binds, decl_list<decl<BindName, capture_kind::node>>, decl_list<>>>;
+  static constexpr std::size_t nodes = Op::nodes;
+
+  template <fixed_string Name>
+  constexpr optional_t<Op, Name> bind() const {
+    return {inner};
+  }
+  template <fusekit::dtype... Types>
+  constexpr auto to() const {
+    return rewrap(inner.template attr<"to">(one_of_dtypes<Types...>()));
+  }
+  template <fusekit::dtype... Types>
+  constexpr auto from() const {
+    return rewrap(inner.with(input_dtype_is<0, Types...>{}));
+  }
+  template <fixed_string Attr, class V>
+  constexpr auto attr(V v) const {
+    return rewrap(inner.template attr<Attr>(v));
+  }
+
+  void describe(std::string& out) const {
+    std::string text;
+    inner.describe(text);
+    out += Op::spec::name;
+    out += "?";
+    out.append(text, Op::spec::name.size());
+    if constexpr (binds) out += "@" + std::string(BindName.view());
+  }
+
+  template <class C, class K>
+  bool match(C& c, const site* where, value_id v, K&& rest) const {
+    const node_id present = v == no_id ? no_id : c.g.producer(v);
+    if (inner.match(c, where, v, [&] { return record(c, present, rest); })) return true;
+    return inner.inputs.head.match(c, where, v, [&] { return record(c, no_id, rest); });
+  }
+
+ private:
+  template <class NewOp>
+  constexpr optional_t<NewOp, BindName> rewrap(NewOp op) const {
+    return {op};
+  }
+  template <class C, class K>
+  bool record(C& c, node_id n, K& rest) const {
+    if constexpr (binds) {
+      constexpr std::size_t i = index_of<typename C::captures>(BindName.view());
+      return c.template bind<i>(slot{.id = n}, [&] { return resume(rest); });
+    } else {
+      return resume(rest);
+    }
+  }
+};
+
+template <fixed_string Name, fixed_string Domain = "">
+struct optional_factory {
+  template <class P>
+  constexpr auto operator()(P p) const {
+    using Op = decltype(op<Name, Domain>(p));
+    return optional_t<Op>{op<Name, Domain>(p)};
+  }
+};
+
+template <fixed_string Name, fixed_string Domain = "">
+inline constexpr optional_factory<Name, Domain> optional{};
+
+// ---- any_of(a, b, …): the first alternative that lets the whole match succeed
+
+template <fixed_string BindName, class... Alts>
+struct any_of_t {
+  static_assert(sizeof...(Alts) >= 2, "fusekit: any_of() needs at least two alternatives");
+  pack<Alts...> alts;
+
+  static constexpr bool binds = !BindName.view().empty();
+  using captures = merge_t<
+      typename captures_of<Alts>::type...,
+      std::conditional_t<binds, decl_list<decl<BindName, capture_kind::branch>>, decl_list<>>>;
+  static constexpr std::size_t nodes = std::max({Alts::nodes...});
+
+  template <fixed_string Name>
+  constexpr any_of_t<Name, Alts...> bind() const {
+    return {alts};
+  }
+
+  void describe(std::string& out) const {
+    out += "any_of(";
+    describe_list(alts, out);
+    out += ")";
+    if constexpr (binds) out += "@" + std::string(BindName.view());
+  }
+
+  template <class C, class K>
+  bool match(C& c, const site* where, value_id v, K&& rest) const {
+    return try_each<0>(alts, c, rest,
+                       [&](const auto& alt, auto&& next) { return alt.match(c, where, v, next); });
+  }
+  template <class C, class K>
+  bool match_root(C& c, node_id n, K&& rest) const {
+    return try_each<0>(alts, c, rest,
+                       [&](const auto& alt, auto&& next) { return alt.match_root(c, n, next); });
+  }
+
+ private:
+  template <std::size_t I, class P, class C, class K, class Try>
+  bool try_each(const P& p, C& c, K&& rest, Try&& attempt) const {
+    if constexpr (std::is_same_v<P, pack<>>) {
+      return false;
+    } else {
+      auto next = [&] {
+        if constexpr (binds) {
+          constexpr std::size_t i = index_of<typename C::captures>(BindName.view());
+          return c.template bind<i>(slot{.id = std::uint32_t(I)}, [&] { return resume(rest); });
+        } else {
+          return resume(rest);
+        }
+      };
+      return attempt(p.head, next) || try_each<I + 1>(p.tail, c, rest, attempt);
+    }
+  }
+};
+
+template <class... Alts>
+constexpr any_of_t<"", Alts...> any_of(Alts... alts) {
+  return {make_pack(alts...)};
+}
+
+}  // namespace fusekit::pattern

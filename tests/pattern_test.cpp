@@ -1,0 +1,602 @@
+// The pattern DSL, specified combinator by combinator: a positive case, then near misses, each
+// with the reason it must not match. Explanations are part of the API and are checked exactly.
+#include "fusekit/pattern/pattern.hpp"
+
+#include <gtest/gtest.h>
+
+#include "fusekit/graph/model_builder.hpp"
+
+namespace {
+
+using namespace fusekit::pattern;
+using fusekit::dtype;
+using fusekit::graph;
+using fusekit::no_id;
+using fusekit::node_id;
+using fusekit::build::model_builder;
+using fusekit::build::value;
+
+// Builds the model once and keeps it alive next to its index.
+struct indexed {
+  onnx::ModelProto model;
+  graph g;
+  explicit indexed(const model_builder& b) : model(b.build()), g(model) {}
+  node_id node(const value& v) const { return g.producer(*g.find_value(v.name)); }
+};
+
+template <class P>
+std::string why(const P& p, const indexed& m, const value& root) {
+  explanation e;
+  EXPECT_FALSE(match(p, m.g, m.node(root), &e));
+  return e.message;
+}
+
+// ---- op, any, capture
+
+TEST(Op, MatchesOpTypeAndInputsInOrder) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto y = b.input("y", dtype::float32, {4});
+  auto sub = b.op("Sub", {x, y});
+  b.output(sub);
+  indexed m(b);
+  constexpr auto p = op<"Sub">(capture<"a">, capture<"b">);
+  const auto r = match(p, m.g, m.node(sub));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(m.g.name(r.get<"a">()), "x");
+  EXPECT_EQ(m.g.name(r.get<"b">()), "y");
+  EXPECT_EQ(r.root(), m.node(sub));
+  ASSERT_EQ(r.nodes().size(), 1u);
+}
+
+TEST(Op, NearMisses) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto add = b.op("Add", {x, x});
+  auto clip = b.op("Clip", {add, b.scalar(dtype::float32, 0), b.scalar(dtype::float32, 6)});
+  b.output(clip);
+  indexed m(b);
+  // Add is not Sub.
+  EXPECT_EQ(why(op<"Sub">(any(), any()), m, add), "expected Sub, found Add 'Add_0'");
+  // Clip has min and max inputs; a pattern for a bare Clip(x) must not silently ignore them.
+  EXPECT_EQ(why(op<"Clip">(any()), m, clip), "Clip 'Clip_3' has 3 inputs, the pattern expects 1");
+  // The producer of input 0 is Add, not Mul.
+  EXPECT_EQ(why(op<"Clip">(op<"Mul">(any(), any()), any(), any()), m, clip),
+            "input 0 of Clip 'Clip_3': expected Mul, found Add 'Add_0'");
+  // A graph input has no producer at all.
+  EXPECT_EQ(
+      why(op<"Clip">(op<"Add">(op<"Relu">(any()), any()), any(), any()), m, clip),
+      "input 0 of Add 'Add_0', input 0 of Clip 'Clip_3': expected Relu, found graph input 'x'");
+}
+
+TEST(Op, OmittedOptionalInputs) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto clip = b.op("Clip", {x, value{}, b.scalar(dtype::float32, 6)});
+  b.output(clip);
+  indexed m(b);
+  // any() needs a value; the min input is omitted.
+  EXPECT_EQ(why(op<"Clip">(any(), any(), any()), m, clip),
+            "input 1 of Clip 'Clip_1': expected a value, the input is omitted");
+}
+
+TEST(Op, CustomDomains) {
+  model_builder b;
+  b.opset_import("com.microsoft", 1).opset_import("my.ops", 1);
+  auto x = b.input("x", dtype::float32, {4});
+  auto gelu = b.op("Gelu", {x}, {}, {.domain = "com.microsoft"});
+  auto mine = b.op("Gelu", {gelu}, {}, {.domain = "my.ops"});
+  b.output(mine);
+  indexed m(b);
+  EXPECT_TRUE(match(op<"Gelu", "my.ops">(op<"Gelu", "com.microsoft">(any())), m.g, m.node(mine)));
+  // Same op type, other domain: ai.onnx Gelu is not com.microsoft Gelu.
+  EXPECT_EQ(why(op<"Gelu", "my.ops">(op<"Gelu">(any())), m, mine),
+            "input 0 of Gelu 'Gelu_1': expected Gelu, found Gelu 'Gelu_0'");
+  EXPECT_EQ(anchors(op<"Gelu", "my.ops">(any()), m.g), std::vector<node_id>{1});
+  EXPECT_TRUE(anchors(op<"Gelu", "other.ops">(any()), m.g).empty());
+}
+
+TEST(Capture, SameNameTwiceMeansSameValue) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto y = b.input("y", dtype::float32, {4});
+  auto square = b.op("Mul", {x, x});
+  auto product = b.op("Mul", {x, y});
+  b.output(square);
+  b.output(product);
+  indexed m(b);
+  constexpr auto p = op<"Mul">(capture<"a">, capture<"a">);
+  EXPECT_TRUE(match(p, m.g, m.node(square)));
+  // x·y is not a square.
+  EXPECT_EQ(why(p, m, product),
+            "input 1 of Mul 'Mul_1': 'a' must be the same value twice, it is graph input 'x' and "
+            "graph input 'y'");
+}
+
+TEST(Capture, WrapsAPatternAndBindsNodesAndAttributes) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto relu = b.op("Relu", {x});
+  auto softmax = b.op("Softmax", {relu});
+  b.output(softmax);
+  indexed m(b);
+  constexpr auto p = op<"Softmax">(capture<"r">(op<"Relu">(capture<"x">).bind<"relu">()))
+                         .bind_attr<"axis", "axis">();
+  const auto r = match(p, m.g, m.node(softmax));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(m.g.name(r.get<"r">()), "Relu_0");
+  EXPECT_EQ(r.get<"relu">(), m.node(relu));
+  ASSERT_NE(r.get<"axis">(), nullptr);
+  EXPECT_EQ(r.get<"axis">()->i(), -1);  // opset 13+ default, read from the schema
+}
+
+TEST(Capture, WrittenOnlyOnSuccess) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto neg = b.op("Neg", {x});
+  b.output(neg);
+  indexed m(b);
+  // Binds x, then fails on the node's dtype: the failed attempt leaves nothing behind.
+  const auto r = match(op<"Neg">(capture<"x">).dtype<dtype::float16>(), m.g, m.node(neg));
+  EXPECT_FALSE(r);
+  EXPECT_FALSE(r.has<"x">());
+  EXPECT_EQ(r.get<"x">(), no_id);
+  EXPECT_TRUE(r.nodes().empty());
+}
+
+// ---- optional
+
+struct cast_chain {
+  model_builder b{17};
+  value x = b.input("x", dtype::float16, {2, 8});
+  value up = b.op("Cast", {x}, {{"to", dtype::float32}});
+  value softmax = b.op("Softmax", {up}, {{"axis", -1}});
+  value bare = b.op("Softmax", {b.op("Relu", {x})}, {{"axis", -1}});
+};
+
+TEST(Optional, MatchesWithOrWithoutTheNodeAndRecordsWhich) {
+  cast_chain c;
+  c.b.output(c.softmax);
+  c.b.output(c.bare);
+  indexed m(c.b);
+  constexpr auto p = op<"Softmax">(optional<"Cast">(capture<"in">).bind<"cast">());
+  const auto with = match(p, m.g, m.node(c.softmax));
+  ASSERT_TRUE(with);
+  EXPECT_EQ(with.get<"cast">(), m.node(c.up));
+  EXPECT_EQ(m.g.name(with.get<"in">()), "x");
+  const auto without = match(p, m.g, m.node(c.bare));
+  ASSERT_TRUE(without);
+  EXPECT_EQ(without.get<"cast">(), no_id);
+  EXPECT_TRUE(without.has<"cast">());
+  EXPECT_EQ(m.g.name(without.get<"in">()), "Relu_2");
+}
+
+TEST(Optional, ConstrainsTheCast) {
+  cast_chain c;
+  c.b.output(c.softmax);
+  indexed m(c.b);
+  EXPECT_TRUE(match(op<"Softmax">(optional<"Cast">(capture<"in">).to<dtype::float32>()), m.g,
+                    m.node(c.softmax)));
+  // The Cast fits, but its input is a graph input, not Relu; without the Cast, Cast is not Relu.
+  EXPECT_FALSE(match(op<"Softmax">(optional<"Cast">(op<"Relu">(any())).to<dtype::float32>()), m.g,
+                     m.node(c.softmax)));
+  constexpr auto from_bf16 = op<"Softmax">(
+      optional<"Cast">(capture<"in">.dtype<dtype::float32>()).from<dtype::bfloat16>());
+  // The Cast reads float16, not bfloat16; without the Cast, its float32 output would do, but
+  // the explanation reports the deeper attempt.
+  EXPECT_TRUE(match(from_bf16, m.g, m.node(c.softmax)));
+  constexpr auto strict_from_bf16 = op<"Softmax">(
+      optional<"Cast">(capture<"in">.dtype<dtype::bfloat16>()).from<dtype::bfloat16>());
+  EXPECT_EQ(why(strict_from_bf16, m, c.softmax),
+            "input 0 of Softmax 'Softmax_1': Cast 'Cast_0': input 0 has dtype float16, expected "
+            "bfloat16");
+  // optional<> is not a filter: a Cast to float32 does not fit .to<float16>(), so the pattern
+  // takes the branch without a Cast and captures the Cast's output itself.
+  const auto r =
+      match(op<"Softmax">(optional<"Cast">(capture<"in">).to<dtype::float16>().bind<"c">()), m.g,
+            m.node(c.softmax));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.get<"c">(), no_id);
+  EXPECT_EQ(m.g.name(r.get<"in">()), "Cast_0");
+}
+
+// ---- any_of and commutative: real backtracking
+
+TEST(AnyOf, BacktracksWhenALaterInputFails) {
+  model_builder b;
+  auto p_in = b.input("p", dtype::float32, {4});
+  auto q_in = b.input("q", dtype::float32, {4});
+  auto mul = b.op("Mul", {p_in, q_in});
+  auto add = b.op("Add", {mul, q_in});
+  b.output(add);
+  indexed m(b);
+  // Branch 0 binds a = p and then input 1 of Add (q) disagrees; branch 1 binds a = q and succeeds.
+  constexpr auto p = op<"Add">(
+      any_of(op<"Mul">(capture<"a">, any()), op<"Mul">(any(), capture<"a">)).bind<"which">(),
+      capture<"a">);
+  const auto r = match(p, m.g, m.node(add));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.get<"which">(), 1u);
+  EXPECT_EQ(m.g.name(r.get<"a">()), "q");
+}
+
+TEST(AnyOf, CapturesOfTheUntakenBranchAreUnbound) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto neg = b.op("Neg", {x});
+  b.output(neg);
+  indexed m(b);
+  constexpr auto p = any_of(op<"Relu">(capture<"relu_in">), op<"Neg">(capture<"neg_in">));
+  const auto r = match(p, m.g, m.node(neg));
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r.has<"relu_in">());
+  EXPECT_TRUE(r.has<"neg_in">());
+  // Neither alternative is Sqrt.
+  EXPECT_FALSE(match(any_of(op<"Relu">(any()), op<"Sqrt">(any())), m.g, m.node(neg)));
+}
+
+TEST(Commutative, TriesBothOrders) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto left = b.op("Mul", {b.scalar(dtype::float32, 2.0), x});
+  auto right = b.op("Mul", {x, b.scalar(dtype::float32, 2.0)});
+  auto both = b.op("Mul", {x, x});
+  for (auto& v : {left, right, both}) b.output(v);
+  indexed m(b);
+  constexpr auto p = commutative(op<"Mul">(capture<"x">, constant_scalar<"s">));
+  EXPECT_TRUE(match(p, m.g, m.node(left)));
+  EXPECT_TRUE(match(p, m.g, m.node(right)));
+  // Neither operand is a constant.
+  EXPECT_EQ(why(p, m, both),
+            "input 1 of Mul 'Mul_4': expected constant scalar 's', graph input 'x' is not a "
+            "constant");
+}
+
+TEST(Commutative, BacktracksIntoTheOtherOrder) {
+  model_builder b;
+  auto p_in = b.input("p", dtype::float32, {4});
+  auto q_in = b.input("q", dtype::float32, {4});
+  auto add = b.op("Add", {b.op("Mul", {p_in, q_in}), q_in});
+  b.output(add);
+  indexed m(b);
+  // Order (0, 1) binds a = p; Add's input 1 is q, so only the swapped order lets the match finish.
+  constexpr auto p = op<"Add">(commutative(op<"Mul">(capture<"a">, any())), capture<"a">);
+  const auto r = match(p, m.g, m.node(add));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(m.g.name(r.get<"a">()), "q");
+}
+
+// ---- predicates
+
+TEST(Predicates, DtypeRankShape) {
+  model_builder b;
+  auto x = b.input("x", dtype::float16, {2, "S", 64});
+  auto relu = b.op("Relu", {x});
+  b.output(relu);
+  indexed m(b);
+  EXPECT_TRUE(match(op<"Relu">(any().dtype<dtype::float16, dtype::bfloat16>().rank<3>()), m.g,
+                    m.node(relu)));
+  EXPECT_TRUE(match(op<"Relu">(any().shape(2, "S", any_dim)), m.g, m.node(relu)));
+  EXPECT_TRUE(match(op<"Relu">(any()).dtype<dtype::float16>(), m.g, m.node(relu)));
+  // float16 is not float32.
+  EXPECT_EQ(why(op<"Relu">(any().dtype<dtype::float32>()), m, relu),
+            "input 0 of Relu 'Relu_0': graph input 'x' has dtype float16, expected float32");
+  // Rank 3, not 4.
+  EXPECT_EQ(why(op<"Relu">(any().rank<4>()), m, relu),
+            "input 0 of Relu 'Relu_0': graph input 'x' has rank 3, expected 4");
+  // The sequence dimension is symbolic S, not a static 128.
+  EXPECT_EQ(
+      why(op<"Relu">(any().shape(2, 128, 64)), m, relu),
+      "input 0 of Relu 'Relu_0': graph input 'x' has shape [2, S, 64], expected [2, 128, 64]");
+  // Nothing declares the Relu output's shape.
+  EXPECT_EQ(why(op<"Relu">(any()).rank<3>(), m, relu),
+            "Relu 'Relu_0' has unknown rank, expected 3");
+}
+
+TEST(Predicates, AttributeValuesSetsListsAndPredicates) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 3, 4, 5});
+  auto t = b.op("Transpose", {x}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  auto cast = b.op("Cast", {t}, {{"to", dtype::float16}});
+  auto ln = b.op("LayerNormalization", {cast, b.scalar(dtype::float16, 1)}, {{"epsilon", 1e-6}});
+  b.output(ln);
+  indexed m(b);
+  EXPECT_TRUE(match(op<"Transpose">(any()).attr<"perm">(ints(0, 2, 1, 3)), m.g, m.node(t)));
+  EXPECT_TRUE(match(op<"Cast">(any()).attr<"to">(one_of(1, 10)), m.g, m.node(cast)));
+  EXPECT_TRUE(match(op<"Cast">(any()).attr<"to">(dtype::float16), m.g, m.node(cast)));
+  EXPECT_TRUE(match(op<"LayerNormalization">(any(), any()).attr<"epsilon">(1e-6), m.g, m.node(ln)));
+  EXPECT_TRUE(match(op<"LayerNormalization">(any(), any())
+                        .attr<"epsilon">(satisfies(
+                            "small", [](const onnx::AttributeProto& a) { return a.f() < 1e-3f; })),
+                    m.g, m.node(ln)));
+  // (0, 2, 1, 3) swaps heads and sequence; (0, 1, 3, 2) would transpose K.
+  EXPECT_EQ(why(op<"Transpose">(any()).attr<"perm">(ints(0, 1, 3, 2)), m, t),
+            "Transpose 'Transpose_0': perm = [0, 2, 1, 3], expected [0, 1, 3, 2]");
+  // float16 (10) is neither float32 nor bfloat16.
+  EXPECT_EQ(
+      why(op<"Cast">(any()).attr<"to">(one_of_dtypes<dtype::float32, dtype::bfloat16>()), m, cast),
+      "Cast 'Cast_1': to = 10, expected one of {1, 16}");
+  EXPECT_EQ(why(op<"LayerNormalization">(any(), any()).attr<"epsilon">(1e-5), m, ln),
+            "LayerNormalization 'LayerNormalization_3': epsilon = 1e-06, expected 1e-05");
+  // The schema default of `axis` is -1; stash_type has no such value.
+  EXPECT_EQ(why(op<"LayerNormalization">(any(), any()).attr<"stash_type">(2), m, ln),
+            "LayerNormalization 'LayerNormalization_3': stash_type = 1 (opset 17 default), "
+            "expected 2");
+  EXPECT_EQ(why(op<"Cast">(any()).attr<"saturate">(1), m, cast),
+            "Cast 'Cast_1': has no attribute saturate, expected 1");
+}
+
+TEST(Predicates, LastAxisUnderstandsMinusOneAndRankMinusOne) {
+  model_builder b(11);
+  auto x = b.input("x", dtype::float32, {2, 3, 4});
+  auto minus_one = b.op("Softmax", {x}, {{"axis", -1}});
+  auto two = b.op("Softmax", {x}, {{"axis", 2}});
+  auto middle = b.op("Softmax", {x}, {{"axis", 1}});
+  auto absent = b.op("Softmax", {x});
+  for (auto& v : {minus_one, two, middle, absent}) b.output(v);
+  indexed m(b);
+  constexpr auto p = op<"Softmax">(any()).attr<"axis">(last_axis);
+  EXPECT_TRUE(match(p, m.g, m.node(minus_one)));
+  EXPECT_TRUE(match(p, m.g, m.node(two)));
+  // Axis 1 of a rank-3 input is not the last axis.
+  EXPECT_EQ(why(p, m, middle), "Softmax 'Softmax_2': axis = 1, expected the last axis");
+  // Before opset 13 an absent axis means 1.
+  EXPECT_EQ(why(p, m, absent),
+            "Softmax 'Softmax_3': axis = 1 (opset 11 default), expected the last axis");
+}
+
+TEST(Predicates, OpsetRangeAndWhere) {
+  model_builder b(12);
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto softmax = b.op("Softmax", {x});
+  b.output(softmax);
+  indexed m(b);
+  EXPECT_TRUE(match(op<"Softmax">(any()).opset<11, 12>(), m.g, m.node(softmax)));
+  // Opset 12 is below the 13 this pattern needs.
+  EXPECT_EQ(why(op<"Softmax">(any()).opset<13>(), m, softmax),
+            "Softmax 'Softmax_0': the model imports opset 12 of its domain, expected opset 13+");
+  constexpr auto named = op<"Softmax">(any()).where(
+      "named 'attn'", [](const graph& g, node_id n) { return g.node(n).name() == "attn"; });
+  EXPECT_EQ(why(named, m, softmax), "Softmax 'Softmax_0': not named 'attn'");
+  constexpr auto two_wide = op<"Softmax">(any().where(
+      "2 wide", [](const graph& g, auto v) { return g.shape(v).dims.back().size == 2; }));
+  EXPECT_EQ(why(two_wide, m, softmax),
+            "input 0 of Softmax 'Softmax_0': graph input 'x': not 2 wide");
+}
+
+// ---- constants
+
+TEST(ConstantScalar, AnyDtypeInitializerOrConstantNode) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  std::vector<value> scales = {b.scalar(dtype::float16, 0.125),
+                               b.scalar(dtype::bfloat16, 0.125),
+                               b.scalar(dtype::float64, 0.125),
+                               b.initializer(dtype::float32, {1}, {0.125}),
+                               b.initializer(dtype::float32, {1, 1}, {0.125}),
+                               b.constant_scalar(dtype::float32, 0.125),
+                               b.constant(dtype::float16, {1}, {0.125})};
+  std::vector<value> muls;
+  for (const auto& s : scales) muls.push_back(b.op("Mul", {x, s}));
+  for (const auto& v : muls) b.output(v);
+  indexed m(b);
+  constexpr auto p = op<"Mul">(any(), constant_scalar<"scale">);
+  for (const auto& mul : muls) {
+    const auto r = match(p, m.g, m.node(mul));
+    ASSERT_TRUE(r) << mul.name;
+    EXPECT_EQ(r.get<"scale">(), 0.125);
+  }
+  EXPECT_TRUE(match(op<"Mul">(any(), constant_scalar<"scale">.value(0.125)), m.g, m.node(muls[0])));
+  // 0.125 is not 1/√64 = 0.125 … but it is not 0.5.
+  EXPECT_EQ(why(op<"Mul">(any(), constant_scalar<"scale">.value(0.5)), m, muls[0]),
+            "input 1 of Mul 'Mul_7': constant scalar 'scale' is 0.125, expected 0.5");
+}
+
+TEST(ConstantScalar, NearMisses) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto overridable = b.input("s", dtype::float32, {});
+  b.initializer("s", dtype::float32, {}, {2.0});
+  auto vector_scale = b.initializer("w", dtype::float32, {2}, {1, 2});
+  auto by_vector = b.op("Mul", {x, vector_scale});
+  auto by_input = b.op("Mul", {x, overridable});
+  auto by_node = b.op("Mul", {x, b.op("Sqrt", {x})});
+  for (auto& v : {by_vector, by_input, by_node}) b.output(v);
+  indexed m(b);
+  constexpr auto p = op<"Mul">(any(), constant_scalar<"scale">);
+  // Two elements are not a scalar.
+  EXPECT_EQ(why(p, m, by_vector),
+            "input 1 of Mul 'Mul_0': expected constant scalar 'scale', initializer 'w' has 2 "
+            "elements of float32");
+  // An initializer that is also a graph input can be fed at run time.
+  EXPECT_EQ(why(p, m, by_input),
+            "input 1 of Mul 'Mul_1': expected constant scalar 'scale', initializer 's' is also a "
+            "graph input, so it can be overridden at run time");
+  // A computed value is not a constant.
+  EXPECT_EQ(why(p, m, by_node),
+            "input 1 of Mul 'Mul_3': expected constant scalar 'scale', Sqrt 'Sqrt_2' is not a "
+            "constant");
+}
+
+TEST(Constant, BindsTheTensor) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2});
+  auto w = b.initializer("w", dtype::float32, {2}, {1, 2});
+  auto add = b.op("Add", {x, w});
+  b.output(add);
+  indexed m(b);
+  const auto r = match(op<"Add">(any(), constant<"bias">), m.g, m.node(add));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.get<"bias">()->name(), "w");
+  // x is fed at run time.
+  EXPECT_EQ(why(op<"Add">(constant<"bias">, any()), m, add),
+            "input 0 of Add 'Add_0': expected constant 'bias', graph input 'x' is not a constant");
+}
+
+// ---- consumers: interior nodes may not escape the match
+
+struct shared_interior {
+  model_builder b;
+  value x = b.input("x", dtype::float32, {4});
+  value relu = b.op("Relu", {x});
+  value neg = b.op("Neg", {relu});
+  value square = b.op("Mul", {relu, relu});
+};
+
+TEST(Uses, InteriorOutputsMustNotEscape) {
+  shared_interior s;
+  s.b.output(s.neg);
+  s.b.output(s.square);
+  indexed m(s.b);
+  // Relu is also read by Mul, outside the pattern: fusing Neg(Relu) would drop a live tensor.
+  EXPECT_EQ(why(op<"Neg">(op<"Relu">(any())), m, s.neg),
+            "output of Relu 'Relu_0' is also read by Mul 'Mul_2', outside the pattern");
+  EXPECT_TRUE(match(op<"Neg">(op<"Relu">(any()).multi_use()), m.g, m.node(s.neg)));
+}
+
+TEST(Uses, ReadsInsideTheMatchAreFineAndOneUseIsStricter) {
+  model_builder b;
+  auto relu = b.op("Relu", {b.input("x", dtype::float32, {4})});
+  auto square = b.op("Mul", {relu, relu});
+  b.output(square);
+  indexed m(b);
+  struct {
+    value square;
+  } s{square};
+  // Mul reads Relu twice, both reads inside the match.
+  EXPECT_TRUE(match(op<"Mul">(op<"Relu">(any()), op<"Relu">(any())), m.g, m.node(s.square)));
+  EXPECT_TRUE(
+      match(op<"Mul">(capture<"r">(op<"Relu">(any())), capture<"r">), m.g, m.node(s.square)));
+  EXPECT_TRUE(match(op<"Mul">(capture<"r">(op<"Relu">(any()).one_user()), capture<"r">), m.g,
+                    m.node(s.square)));
+  // Two reads, one allowed.
+  EXPECT_EQ(why(op<"Mul">(capture<"r">(op<"Relu">(any()).one_use()), capture<"r">), m, s.square),
+            "output of Relu 'Relu_0' is read 2 times, the pattern allows one");
+}
+
+TEST(Uses, GraphOutputsCannotBeFusedAwayButTheRootIsExempt) {
+  shared_interior s;
+  s.b.output(s.relu);
+  s.b.output(s.neg);
+  indexed m(s.b);
+  EXPECT_EQ(why(op<"Neg">(op<"Relu">(any())), m, s.neg),
+            "output of Relu 'Relu_0' is a graph output, so it cannot be fused away");
+  // Relu as the root: its readers are whoever uses the fused result.
+  EXPECT_TRUE(match(op<"Relu">(any()), m.g, m.node(s.relu)));
+}
+
+TEST(Uses, ReadsFromInsideASubgraphCount) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto cond = b.input("cond", dtype::boolean, {});
+  auto relu = b.op("Relu", {x});
+  auto neg = b.op("Neg", {relu});
+  auto body = b.subgraph("then");
+  body.output(body.op("Identity", {relu}), dtype::float32);
+  auto branch = b.op("If", {cond}, {{"then_branch", body.proto()}, {"else_branch", body.proto()}});
+  b.output(neg);
+  b.output(branch);
+  indexed m(b);
+  // The If bodies read Relu's output through the outer scope.
+  EXPECT_EQ(why(op<"Neg">(op<"Relu">(any())), m, neg),
+            "output of Relu 'Relu_0' is also read by If 'If_3', outside the pattern");
+}
+
+TEST(Subgraphs, PatternsMatchInsideBodies) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto cond = b.input("cond", dtype::boolean, {});
+  auto body = b.subgraph("then");
+  body.output(body.op("Neg", {body.op("Relu", {x})}), dtype::float32);
+  b.output(b.op("If", {cond}, {{"then_branch", body.proto()}, {"else_branch", body.proto()}}));
+  indexed m(b);
+  const graph& then_body = *m.g.subgraphs(0)[0].body;
+  const auto r = match(op<"Neg">(op<"Relu">(capture<"x">)), then_body, 1);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(then_body.is_outer_scope(r.get<"x">()));
+}
+
+// ---- describe, explanations over the DiT block, tracing
+
+constexpr auto scores = op<"MatMul">(capture<"q">, capture<"kt">);
+constexpr auto scaled =
+    commutative(op<"Mul">(optional<"Cast">(scores).bind<"up">(), constant_scalar<"scale">));
+constexpr auto probs =
+    optional<"Cast">(op<"Softmax">(scaled).attr<"axis">(last_axis)).bind<"down">();
+constexpr auto dit = op<"MatMul">(probs, capture<"v">);
+
+TEST(Describe, ReadsLikeThePattern) {
+  EXPECT_EQ(describe(dit),
+            "MatMul(Cast?(Softmax[axis=the last axis](Mul{commutative}(Cast?(MatMul(q, kt))@up, "
+            "scale:constant scalar)))@down, v)");
+  EXPECT_EQ(describe(op<"Cast">(any().dtype<dtype::float16>()).attr<"to">(1).bind<"c">()),
+            "Cast[to=1, @c](_{dtype float16})");
+  EXPECT_EQ(describe(any_of(op<"Relu">(any()), op<"Neg">(any()).multi_use()).bind<"which">()),
+            "any_of(Relu(_), Neg{multi-use}(_))@which");
+}
+
+struct dit_graph {
+  model_builder b;
+  value q, kt, v, scale_input, scores, up, scaled, probs, down, out;
+  explicit dit_graph(int opset = 17, bool scale_is_computed = false) : b(opset) {
+    q = b.input("q", dtype::float16, {2, 16, "S", 64});
+    kt = b.input("kt", dtype::float16, {2, 16, 64, "S"});
+    v = b.input("v", dtype::float16, {2, 16, "S", 64});
+    scores = b.op("MatMul", {q, kt}, {}, {.name = "attn/MatMul_1"});
+    up = b.op("Cast", {scores}, {{"to", dtype::float32}}, {.name = "attn/Cast_2"});
+    const value s = scale_is_computed
+                        ? b.op("Sqrt", {b.scalar(dtype::float32, 64)}, {}, {.name = "attn/Sqrt_7"})
+                        : b.scalar(dtype::float32, 100.0);
+    scaled = b.op("Mul", {s, up}, {}, {.name = "attn/Mul_3"});
+    probs = b.op("Softmax", {scaled}, {}, {.name = "attn/Softmax_12"});
+    down = b.op("Cast", {probs}, {{"to", dtype::float16}}, {.name = "attn/Cast_4"});
+    out = b.op("MatMul", {down, v}, {}, {.name = "attn/MatMul_5"});
+    b.output(out);
+  }
+};
+
+TEST(DitPattern, MatchesAndCapturesEveryPart) {
+  dit_graph d;
+  indexed m(d.b);
+  const auto r = match(dit, m.g, m.node(d.out));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.get<"scale">(), 100.0);
+  EXPECT_EQ(m.g.name(r.get<"q">()), "q");
+  EXPECT_EQ(m.g.name(r.get<"kt">()), "kt");
+  EXPECT_EQ(m.g.name(r.get<"v">()), "v");
+  EXPECT_EQ(r.get<"up">(), m.node(d.up));
+  EXPECT_EQ(r.get<"down">(), m.node(d.down));
+  EXPECT_EQ(r.nodes().size(), 6u);
+}
+
+TEST(DitPattern, ExplainsTheNearMissNamingTheNodes) {
+  // The scale is computed (Sqrt), as torch SDPA exports do.
+  dit_graph computed(17, true);
+  indexed m(computed.b);
+  EXPECT_EQ(why(dit, m, computed.out),
+            "input 0 of Mul 'attn/Mul_3', input 0 of Softmax 'attn/Softmax_12', input 0 of Cast "
+            "'attn/Cast_4', input 0 of MatMul 'attn/MatMul_5': expected constant scalar 'scale', "
+            "Sqrt 'attn/Sqrt_7' is not a constant");
+  // Opset 11: Softmax without an axis attribute normalises over axis 1.
+  dit_graph old(11);
+  indexed m11(old.b);
+  EXPECT_EQ(why(dit, m11, old.out),
+            "input 0 of Cast 'attn/Cast_4', input 0 of MatMul 'attn/MatMul_5': Softmax "
+            "'attn/Softmax_12': axis = 1 (opset 11 default), expected the last axis");
+}
+
+TEST(Trace, KeepsTheBestPartialMatchPerAnchor) {
+  dit_graph d(11);
+  indexed m(d.b);
+  const auto attempts = trace(dit, m.g);
+  ASSERT_EQ(attempts.size(), 2u);  // both MatMuls are anchors
+  EXPECT_EQ(attempts[0].anchor, m.node(d.scores));
+  EXPECT_FALSE(attempts[0].matched);
+  EXPECT_EQ(attempts[0].why.depth, 1u);
+  const auto& best = attempts[1];
+  EXPECT_FALSE(best.matched);
+  EXPECT_EQ(best.why.failing_node, m.node(d.probs));
+  EXPECT_EQ(best.why.matched, (std::vector<node_id>{m.node(d.out), m.node(d.down)}));
+}
+
+}  // namespace

@@ -1,0 +1,401 @@
+// Reading constants of every numeric type however a TensorProto stores them, float16 and bfloat16
+// conversion, and Constant nodes and initializers as the graph index sees them.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusekit/graph/dtype.hpp"
+#include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/model_builder.hpp"
+#include "fusekit/graph/tensor.hpp"
+#include "fusekit/io/error.hpp"
+
+using fusekit::dtype;
+using fusekit::build::make_tensor;
+using fusekit::build::model_builder;
+
+namespace {
+
+// A type and a value it holds exactly, chosen so that a wrong width or sign would show.
+struct typed_value {
+  dtype type;
+  double value;
+};
+
+std::string type_name(const ::testing::TestParamInfo<typed_value>& info) {
+  return std::string(fusekit::dtype_name(info.param.type));
+}
+
+// The tensor stored the pre-raw_data way: ONNX's typed repeated field for the type.
+onnx::TensorProto field_tensor(dtype type, const std::vector<std::int64_t>& dims,
+                               const std::vector<double>& values) {
+  onnx::TensorProto t;
+  t.set_name("t");
+  t.set_data_type(static_cast<int>(type));
+  for (std::int64_t d : dims) t.add_dims(d);
+  for (double v : values) {
+    switch (type) {
+      case dtype::float32:
+        t.add_float_data(float(v));
+        break;
+      case dtype::float64:
+        t.add_double_data(v);
+        break;
+      case dtype::float16:
+        t.add_int32_data(fusekit::float_to_half(float(v)));
+        break;
+      case dtype::bfloat16:
+        t.add_int32_data(fusekit::float_to_bfloat16(float(v)));
+        break;
+      case dtype::int64:
+        t.add_int64_data(std::int64_t(v));
+        break;
+      case dtype::uint32:
+      case dtype::uint64:
+        t.add_uint64_data(std::uint64_t(v));
+        break;
+      default:  // 8, 16 and 32-bit integers and bool
+        t.add_int32_data(std::int32_t(v));
+        break;
+    }
+  }
+  return t;
+}
+
+std::vector<double> doubles(const onnx::TensorProto& t) {
+  const fusekit::tensor_values values(t);
+  std::vector<double> out;
+  for (std::int64_t i = 0; i < values.size(); ++i) out.push_back(values.as_double(i));
+  return out;
+}
+
+// The what() of the fusekit::error that `f` throws, or "no error".
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const fusekit::error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+float bits_to_float(std::uint32_t bits) { return std::bit_cast<float>(bits); }
+
+// The shapes of a one-element tensor: 0-d, [1] and [1, 1].
+const std::vector<std::vector<std::int64_t>> scalar_shapes = {{}, {1}, {1, 1}};
+
+// A builder's model, kept alive beside its index.
+class built_graph {
+ public:
+  explicit built_graph(const model_builder& b) : model_(b.build()), graph_(model_) {}
+  fusekit::value_id value(const std::string& name) const { return *graph_.find_value(name); }
+  const fusekit::graph* operator->() const { return &graph_; }
+
+ private:
+  onnx::ModelProto model_;
+  fusekit::graph graph_;
+};
+
+// ---- every numeric type, from raw_data and from the typed fields
+
+class NumericType : public ::testing::TestWithParam<typed_value> {};
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTypes, NumericType,
+    ::testing::Values(typed_value{dtype::float32, -1.5}, typed_value{dtype::float64, 0.1},
+                      typed_value{dtype::float16, -0.333251953125},
+                      typed_value{dtype::bfloat16, 3.140625}, typed_value{dtype::int8, -100},
+                      typed_value{dtype::uint8, 200}, typed_value{dtype::int16, -30000},
+                      typed_value{dtype::uint16, 60000}, typed_value{dtype::int32, -2000000000},
+                      typed_value{dtype::uint32, 4000000000.0},
+                      typed_value{dtype::int64, -1099511627776.0},        // -2^40
+                      typed_value{dtype::uint64, 9223372036854775808.0},  // 2^63
+                      typed_value{dtype::boolean, 1}),
+    type_name);
+
+TEST_P(NumericType, RawDataElements) {
+  const auto [type, v] = GetParam();
+  const onnx::TensorProto t = make_tensor("t", type, {3}, {0, v, 1});
+  const fusekit::tensor_values values(t);
+  EXPECT_TRUE(values.is_numeric());
+  EXPECT_EQ(values.type(), type);
+  EXPECT_EQ(doubles(t), (std::vector<double>{0, v, 1}));
+}
+
+TEST_P(NumericType, TypedFieldElements) {
+  const auto [type, v] = GetParam();
+  EXPECT_EQ(doubles(field_tensor(type, {3}, {0, v, 1})), (std::vector<double>{0, v, 1}));
+}
+
+TEST_P(NumericType, RawDataScalars) {
+  const auto [type, v] = GetParam();
+  for (const auto& dims : scalar_shapes)
+    EXPECT_EQ(fusekit::scalar_value(make_tensor("t", type, dims, {v})), v) << dims.size() << "-d";
+}
+
+TEST_P(NumericType, TypedFieldScalars) {
+  const auto [type, v] = GetParam();
+  for (const auto& dims : scalar_shapes)
+    EXPECT_EQ(fusekit::scalar_value(field_tensor(type, dims, {v})), v) << dims.size() << "-d";
+}
+
+TEST_P(NumericType, TwoElementsAreNotAScalar) {
+  // Near miss: the right type, one element too many.
+  const auto [type, v] = GetParam();
+  EXPECT_EQ(fusekit::scalar_value(make_tensor("t", type, {2}, {v, v})), std::nullopt);
+  EXPECT_EQ(fusekit::scalar_value(field_tensor(type, {1, 2}, {v, v})), std::nullopt);
+}
+
+TEST(TensorValues, IntegersReadAsInt64) {
+  EXPECT_EQ(fusekit::tensor_values(make_tensor("t", dtype::int8, {}, {-100})).as_int64(0), -100);
+  EXPECT_EQ(fusekit::tensor_values(field_tensor(dtype::uint16, {}, {60000})).as_int64(0), 60000);
+  EXPECT_EQ(
+      fusekit::tensor_values(make_tensor("t", dtype::int64, {}, {-1099511627776.0})).as_int64(0),
+      -1099511627776);
+}
+
+TEST(TensorValues, StringTensorIsNotNumeric) {
+  // One element, but text: "7" is not the number 7.
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto_DataType_STRING);
+  t.add_string_data("7");
+  EXPECT_FALSE(fusekit::tensor_values(t).is_numeric());
+  EXPECT_EQ(fusekit::scalar_value(t), std::nullopt);
+}
+
+TEST(TensorValues, Float8IsNotNumeric) {
+  // Near miss: one byte per element like int8, but as_double cannot decode float8.
+  onnx::TensorProto t;
+  t.set_data_type(static_cast<int>(dtype::float8e4m3fn));
+  t.set_raw_data(std::string(1, '\x38'));
+  EXPECT_FALSE(fusekit::tensor_values(t).is_numeric());
+  EXPECT_EQ(fusekit::scalar_value(t), std::nullopt);
+}
+
+TEST(TensorValues, RawDataCountMustMatchShape) {
+  // Shape [3], 8 bytes of float32: reading element 2 would run past the data.
+  const onnx::TensorProto t = make_tensor("w", dtype::float32, {3}, {1, 2});
+  EXPECT_EQ(error_of([&] { fusekit::tensor_values{t}; }),
+            "initializer 'w': shape holds 3 elements but its data holds 2 of float32");
+}
+
+TEST(TensorValues, TypedFieldCountMustMatchShape) {
+  // Shape [2, 2], three int64_data entries.
+  onnx::TensorProto t = field_tensor(dtype::int64, {2, 2}, {1, 2, 3});
+  t.set_name("w");
+  EXPECT_EQ(error_of([&] { fusekit::tensor_values{t}; }),
+            "initializer 'w': shape holds 4 elements but its data holds 3 of int64");
+}
+
+TEST(TensorValues, ScalarShapeWithTwoValuesThrows) {
+  // Near miss: the shape says scalar, so scalar_value reads it and finds the data wrong.
+  onnx::TensorProto t = field_tensor(dtype::float32, {1}, {1, 2});
+  t.set_name("w");
+  EXPECT_EQ(error_of([&] { fusekit::scalar_value(t); }),
+            "initializer 'w': shape holds 1 elements but its data holds 2 of float32");
+}
+
+// ---- float16
+
+TEST(Float16, NormalValuesRoundTrip) {
+  EXPECT_EQ(fusekit::float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(fusekit::float_to_half(-2.0f), 0xc000);
+  EXPECT_EQ(fusekit::float_to_half(0.333251953125f), 0x3555);
+  EXPECT_EQ(fusekit::half_to_float(0x3c00), 1.0f);
+  EXPECT_EQ(fusekit::half_to_float(0xc000), -2.0f);
+  EXPECT_EQ(fusekit::half_to_float(0x3555), 0.333251953125f);
+}
+
+TEST(Float16, SignedZero) {
+  EXPECT_EQ(fusekit::float_to_half(-0.0f), 0x8000);
+  EXPECT_TRUE(std::signbit(fusekit::half_to_float(0x8000)));
+}
+
+TEST(Float16, Subnormals) {
+  const float smallest = std::ldexp(1.0f, -24);
+  EXPECT_EQ(fusekit::float_to_half(smallest), 0x0001);
+  EXPECT_EQ(fusekit::half_to_float(0x0001), smallest);
+  EXPECT_EQ(fusekit::float_to_half(1023 * smallest), 0x03ff);
+  EXPECT_EQ(fusekit::half_to_float(0x03ff), 1023 * smallest);
+  EXPECT_EQ(fusekit::half_to_float(0x8001), -smallest);
+}
+
+TEST(Float16, SubnormalRoundingTiesToEven) {
+  const float half_ulp = std::ldexp(1.0f, -25);
+  EXPECT_EQ(fusekit::float_to_half(half_ulp), 0x0000);      // 0.5 ulp: to even 0
+  EXPECT_EQ(fusekit::float_to_half(3 * half_ulp), 0x0002);  // 1.5 ulp: to even 2
+  EXPECT_EQ(fusekit::float_to_half(std::nextafter(half_ulp, 1.0f)), 0x0001);
+}
+
+TEST(Float16, LargestSubnormalRoundsUpToSmallestNormal) {
+  const float just_below_normal = std::nextafter(std::ldexp(1.0f, -14), 0.0f);
+  EXPECT_EQ(fusekit::float_to_half(just_below_normal), 0x0400);
+}
+
+TEST(Float16, RoundingTiesToEven) {
+  const float ulp = std::ldexp(1.0f, -10);                     // spacing of halfs in [1, 2)
+  EXPECT_EQ(fusekit::float_to_half(1 + ulp / 2), 0x3c00);      // tie: down to even 1.0
+  EXPECT_EQ(fusekit::float_to_half(1 + 3 * ulp / 2), 0x3c02);  // tie: up to even 1 + 2 ulp
+  EXPECT_EQ(fusekit::float_to_half(std::nextafter(1 + ulp / 2, 2.0f)), 0x3c01);
+}
+
+TEST(Float16, Max) {
+  EXPECT_EQ(fusekit::float_to_half(65504.0f), 0x7bff);
+  EXPECT_EQ(fusekit::half_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(fusekit::float_to_half(65519.0f), 0x7bff);  // below the midpoint to 65536
+}
+
+TEST(Float16, OverflowIsInfinity) {
+  EXPECT_EQ(fusekit::float_to_half(65520.0f), 0x7c00);  // the midpoint ties to even: infinity
+  EXPECT_EQ(fusekit::float_to_half(1e6f), 0x7c00);
+  EXPECT_EQ(fusekit::float_to_half(-1e6f), 0xfc00);
+  EXPECT_EQ(fusekit::float_to_half(std::numeric_limits<float>::max()), 0x7c00);
+}
+
+TEST(Float16, Infinity) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(fusekit::float_to_half(inf), 0x7c00);
+  EXPECT_EQ(fusekit::float_to_half(-inf), 0xfc00);
+  EXPECT_EQ(fusekit::half_to_float(0x7c00), inf);
+  EXPECT_EQ(fusekit::half_to_float(0xfc00), -inf);
+}
+
+TEST(Float16, NaN) {
+  const std::uint16_t h = fusekit::float_to_half(std::numeric_limits<float>::quiet_NaN());
+  EXPECT_EQ(h & 0x7c00, 0x7c00);
+  EXPECT_NE(h & 0x03ff, 0);
+  EXPECT_TRUE(std::isnan(fusekit::half_to_float(0x7e00)));
+  EXPECT_TRUE(std::isnan(fusekit::half_to_float(0x7c01)));
+  // A NaN whose payload lives only in the low float bits must not become infinity.
+  EXPECT_NE(fusekit::float_to_half(bits_to_float(0x7f800001)) & 0x03ff, 0);
+}
+
+TEST(Float16, EveryHalfRoundTripsThroughFloat) {
+  for (std::uint32_t h = 0; h <= 0xffff; ++h) {
+    const bool nan = (h & 0x7c00) == 0x7c00 && (h & 0x03ff) != 0;
+    if (nan) continue;
+    ASSERT_EQ(fusekit::float_to_half(fusekit::half_to_float(std::uint16_t(h))), h) << std::hex << h;
+  }
+}
+
+// ---- bfloat16
+
+TEST(BFloat16, RoundTripAndRounding) {
+  EXPECT_EQ(fusekit::float_to_bfloat16(1.0f), 0x3f80);
+  EXPECT_EQ(fusekit::bfloat16_to_float(0x3f80), 1.0f);
+  EXPECT_EQ(fusekit::float_to_bfloat16(bits_to_float(0x3f808000)), 0x3f80);  // tie: to even
+  EXPECT_EQ(fusekit::float_to_bfloat16(bits_to_float(0x3f818000)), 0x3f82);  // tie: to even
+  EXPECT_EQ(fusekit::float_to_bfloat16(bits_to_float(0x3f808001)), 0x3f81);
+}
+
+TEST(BFloat16, InfinityAndNaN) {
+  const float inf = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(fusekit::float_to_bfloat16(inf), 0x7f80);
+  EXPECT_EQ(fusekit::bfloat16_to_float(0xff80), -inf);
+  // The payload sits in the low 16 bits: truncating would make it infinity.
+  EXPECT_TRUE(std::isnan(
+      fusekit::bfloat16_to_float(fusekit::float_to_bfloat16(bits_to_float(0x7f800001)))));
+}
+
+// ---- constants in a graph
+
+TEST(GraphConstants, ConstantNodeValue) {
+  model_builder b;
+  auto c = b.constant(dtype::float16, {2}, {1.5, -2});
+  auto s = b.constant_scalar(dtype::int32, 7);
+  b.output(b.op("Add", {c, b.op("Cast", {s}, {{"to", dtype::float16}})}));
+  const built_graph g(b);
+  ASSERT_NE(g->constant_tensor(g.value(c.name)), nullptr);
+  EXPECT_EQ(doubles(*g->constant_tensor(g.value(c.name))), (std::vector<double>{1.5, -2}));
+  EXPECT_EQ(g->constant_scalar(g.value(c.name)), std::nullopt);
+  EXPECT_EQ(g->constant_scalar(g.value(s.name)), 7);
+  EXPECT_EQ(g->type(g.value(s.name)), dtype::int32);
+}
+
+TEST(GraphConstants, ConstantNodeValueFloat) {
+  model_builder b;
+  auto c = b.op("Constant", {}, {{"value_float", 2.5}});
+  b.output(c);
+  const built_graph g(b);
+  EXPECT_EQ(g->constant_scalar(g.value(c.name)), 2.5);
+  EXPECT_EQ(g->type(g.value(c.name)), dtype::float32);
+  EXPECT_EQ(g->shape(g.value(c.name)).rank(), 0u);
+}
+
+TEST(GraphConstants, ConstantNodeValueInt) {
+  model_builder b;
+  auto c = b.op("Constant", {}, {{"value_int", -3}});
+  b.output(c);
+  const built_graph g(b);
+  EXPECT_EQ(g->constant_scalar(g.value(c.name)), -3);
+  EXPECT_EQ(g->type(g.value(c.name)), dtype::int64);
+}
+
+TEST(GraphConstants, ConstantNodeValueFloats) {
+  model_builder b;
+  auto one = b.op("Constant", {}, {{"value_floats", std::vector<double>{0.25}}});
+  auto two = b.op("Constant", {}, {{"value_floats", std::vector<double>{0.25, 4}}});
+  b.output(b.op("Add", {one, two}));
+  const built_graph g(b);
+  EXPECT_EQ(g->constant_scalar(g.value(one.name)), 0.25);  // shape [1]
+  EXPECT_EQ(g->constant_scalar(g.value(two.name)), std::nullopt);
+  EXPECT_EQ(doubles(*g->constant_tensor(g.value(two.name))), (std::vector<double>{0.25, 4}));
+}
+
+TEST(GraphConstants, ConstantNodeValueInts) {
+  model_builder b;
+  auto one = b.op("Constant", {}, {{"value_ints", std::vector<std::int64_t>{9}}});
+  auto two = b.op("Constant", {}, {{"value_ints", std::vector<std::int64_t>{4, -5}}});
+  b.output(b.op("Add", {one, two}));
+  const built_graph g(b);
+  EXPECT_EQ(g->constant_scalar(g.value(one.name)), 9);  // shape [1]
+  EXPECT_EQ(g->constant_scalar(g.value(two.name)), std::nullopt);
+  EXPECT_EQ(doubles(*g->constant_tensor(g.value(two.name))), (std::vector<double>{4, -5}));
+  EXPECT_EQ(g->type(g.value(two.name)), dtype::int64);
+}
+
+TEST(GraphConstants, InitializerIsConstant) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {1});
+  auto w = b.initializer("w", dtype::float32, {1, 1}, {0.5});
+  b.output(b.op("Mul", {x, w}));
+  const built_graph g(b);
+  EXPECT_TRUE(g->is_constant(g.value("w")));
+  EXPECT_EQ(g->constant_scalar(g.value("w")), 0.5);
+}
+
+TEST(GraphConstants, InitializerThatIsAGraphInputIsNotConstant) {
+  // From IR 4 on, a graph input with an initializer is a default the caller may override.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {1});
+  auto w = b.input("w", dtype::float32, {1});
+  b.initializer("w", dtype::float32, {1}, {0.5});
+  b.output(b.op("Mul", {x, w}));
+  const built_graph g(b);
+  EXPECT_FALSE(g->is_constant(g.value("w")));
+  EXPECT_EQ(g->constant_tensor(g.value("w")), nullptr);
+  EXPECT_EQ(g->constant_scalar(g.value("w")), std::nullopt);
+}
+
+TEST(GraphConstants, InitializerThatIsAGraphInputIsConstantInIr3) {
+  // Near miss: IR 3 listed every initializer as an input, so there it says nothing.
+  model_builder b;
+  b.ir_version(3);
+  auto x = b.input("x", dtype::float32, {1});
+  auto w = b.input("w", dtype::float32, {1});
+  b.initializer("w", dtype::float32, {1}, {0.5});
+  b.output(b.op("Mul", {x, w}));
+  const built_graph g(b);
+  EXPECT_TRUE(g->is_constant(g.value("w")));
+  EXPECT_EQ(g->constant_scalar(g.value("w")), 0.5);
+}
+
+}  // namespace
