@@ -32,4 +32,3 @@ void build_index(benchmark::State& state) {
 
 BENCHMARK(parse_protobuf)->Arg(22)->Arg(220)->Unit(benchmark::kMicrosecond);
 BENCHMARK(build_index)->Arg(22)->Arg(220)->Unit(benchmark::kMicrosecond);
-BENCHMARK_MAIN();

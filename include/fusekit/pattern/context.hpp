@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "fusekit/graph/graph.hpp"
@@ -15,13 +16,24 @@
 
 namespace fusekit::pattern {
 
-// Runs the rest of a match from a branch point. Kept out of line so that the alternatives of
-// optional, any_of and commutative share one copy of the continuation instead of each inlining
-// its own: that keeps both code size and compile time linear in the pattern.
-template <class K>
-[[gnu::noinline]] bool resume(K& rest) {
-  return rest();
-}
+// "The rest of the match", as a callable the matchers receive and call once they have matched
+// their part. It refers to a lambda living on the caller's stack: no allocation, one indirect call.
+// Erasing the lambda's type is deliberate: with the type as a template argument, every matcher was
+// instantiated once per distinct continuation, type names grew with the pattern's depth, and the
+// debug information of a 20-pattern file reached gigabytes.
+class continuation {
+ public:
+  template <class F>
+  requires(!std::is_same_v<std::remove_cvref_t<F>, continuation>) continuation(F&& f)
+      : object_(const_cast<void*>(static_cast<const void*>(&f))),
+        call_([](void* object) { return (*static_cast<std::remove_reference_t<F>*>(object))(); }) {}
+
+  bool operator()() const { return call_(object_); }
+
+ private:
+  void* object_;
+  bool (*call_)(void*);
+};
 
 // How far outside the match an interior node's outputs may be read.
 enum class use_policy : std::uint8_t {
@@ -135,8 +147,8 @@ class context {
 
   // Binds slot I to `value` (or checks it equals an earlier binding), runs the rest of the match,
   // and undoes the binding if the rest fails.
-  template <std::size_t I, class K>
-  bool bind(const slot& value, K&& rest) {
+  template <std::size_t I>
+  bool bind(const slot& value, continuation rest) {
     slot& s = slots[I];
     const bool fresh = !s.bound;
     if (!fresh && !s.same_as(value)) return false;

@@ -29,18 +29,20 @@ class match_result {
   auto get() const {
     constexpr std::size_t i = index_of<Captures>(Name.view());
     static_assert(i != npos, "fusekit: get<>: the pattern has no capture of this name");
-    constexpr capture_kind kind = Captures::kinds[i];
-    const slot& s = slots_[i];
-    if constexpr (kind == capture_kind::number)
-      return s.number;
-    else if constexpr (kind == capture_kind::tensor)
-      return static_cast<const onnx::TensorProto*>(s.pointer);
-    else if constexpr (kind == capture_kind::attribute)
-      return static_cast<const onnx::AttributeProto*>(s.pointer);
-    else if constexpr (kind == capture_kind::branch)
-      return std::size_t(s.id);
-    else
-      return capture_type<kind>(s.id);
+    if constexpr (i != npos) {  // only the assertion above reports a missing name
+      constexpr capture_kind kind = Captures::kinds[i];
+      const slot& s = slots_[i];
+      if constexpr (kind == capture_kind::number)
+        return s.number;
+      else if constexpr (kind == capture_kind::tensor)
+        return static_cast<const onnx::TensorProto*>(s.pointer);
+      else if constexpr (kind == capture_kind::attribute)
+        return static_cast<const onnx::AttributeProto*>(s.pointer);
+      else if constexpr (kind == capture_kind::branch)
+        return std::size_t(s.id);
+      else
+        return capture_type<kind>(s.id);
+    }
   }
 
   // False for a capture inside an any_of branch that was not taken.

@@ -5,7 +5,8 @@
 //                                           undoes its bindings if rest() fails, so any_of,
 //                                           optional and commutative backtrack for real
 //   describe(out)                           readable text of the pattern
-// Matching is inlined template code: no virtual calls, no std::function, no allocation.
+// Matching is template code over the pattern's types: no virtual calls, no std::function, no
+// allocation; the continuation is one non-owning function pointer (see context.hpp).
 #pragma once
 
 #include <algorithm>
@@ -100,12 +101,13 @@ concept node_predicate = requires {
   Pred::on_node;
 };
 
-template <class C, class K>
-bool apply_all(const pack<>&, C&, const site*, node_id, value_id, K&& rest) {
+template <class C>
+bool apply_all(const pack<>&, C&, const site*, node_id, value_id, continuation rest) {
   return rest();
 }
-template <class T, class... Ts, class C, class K>
-bool apply_all(const pack<T, Ts...>& p, C& c, const site* where, node_id n, value_id v, K&& rest) {
+template <class T, class... Ts, class C>
+bool apply_all(const pack<T, Ts...>& p, C& c, const site* where, node_id n, value_id v,
+               continuation rest) {
   auto next = [&] { return apply_all(p.tail, c, where, n, v, rest); };
   if constexpr (requires { p.head.apply(c, where, n, v, next); })
     return p.head.apply(c, where, n, v, next);
@@ -121,8 +123,8 @@ template <fixed_string Name>
 struct bind_node {
   using captures = decl_list<decl<Name, capture_kind::node>>;
   void describe(std::string& out) const { out += "@" + std::string(Name.view()); }
-  template <class C, class K>
-  bool apply(C& c, const site*, node_id n, value_id, K&& rest) const {
+  template <class C>
+  bool apply(C& c, const site*, node_id n, value_id, continuation rest) const {
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
     return c.template bind<i>(slot{.id = n}, rest);
   }
@@ -134,8 +136,8 @@ struct bind_attribute {
   void describe(std::string& out) const {
     out += std::string(Attr.view()) + "@" + std::string(Name.view());
   }
-  template <class C, class K>
-  bool apply(C& c, const site*, node_id n, value_id, K&& rest) const {
+  template <class C>
+  bool apply(C& c, const site*, node_id n, value_id, continuation rest) const {
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
     return c.template bind<i>(slot{.pointer = c.g.attribute(n, Attr.view()).attribute}, rest);
   }
@@ -213,8 +215,8 @@ struct checked : value_predicates<checked<Inner, Pred>> {
     pred.describe(out);
     out += "}";
   }
-  template <class C, class K>
-  bool match(C& c, const site* where, value_id v, K&& rest) const {
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
     return inner.match(c, where, v, [&] { return pred.check(c, where, v) && rest(); });
   }
 };
@@ -225,8 +227,8 @@ struct any_t : value_predicates<any_t> {
   using captures = decl_list<>;
   static constexpr std::size_t nodes = 0;
   void describe(std::string& out) const { out += "_"; }
-  template <class C, class K>
-  bool match(C& c, const site* where, value_id v, K&& rest) const {
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
     if (v != no_id) return rest();
     c.fail(where, no_id, [](std::string& m) { m += "expected a value, the input is omitted"; });
     return false;
@@ -246,8 +248,8 @@ struct capture_t : value_predicates<capture_t<Name>> {
 
   void describe(std::string& out) const { out += Name.view(); }
 
-  template <class C, class K>
-  bool match(C& c, const site* where, value_id v, K&& rest) const {
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
     if (v == no_id) {
       c.fail(where, no_id, [](std::string& m) {
@@ -286,12 +288,12 @@ struct captured {
     out += std::string(Name.view()) + ":";
     inner.describe(out);
   }
-  template <class C, class K>
-  bool match(C& c, const site* where, value_id v, K&& rest) const {
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
     return capture<Name>.match(c, where, v, [&] { return inner.match(c, where, v, rest); });
   }
-  template <class C, class K>
-  bool match_root(C& c, node_id n, K&& rest) const {
+  template <class C>
+  bool match_root(C& c, node_id n, continuation rest) const {
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
     return c.template bind<i>(slot{.id = c.g.output(n, 0)},
                               [&] { return inner.match_root(c, n, rest); });
@@ -334,8 +336,8 @@ struct constant_scalar_t : value_predicates<constant_scalar_t<Name>> {
     if (has_expected) out += "=" + number_text(expected);
   }
 
-  template <class C, class K>
-  bool match(C& c, const site* where, value_id v, K&& rest) const {
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
     const auto found = v == no_id ? std::nullopt : c.g.constant_scalar(v);
     if (!found) {
       c.fail(where, v == no_id ? no_id : c.g.producer(v), [&](std::string& m) {
@@ -369,8 +371,8 @@ struct constant_t : value_predicates<constant_t<Name>> {
 
   void describe(std::string& out) const { out += std::string(Name.view()) + ":constant"; }
 
-  template <class C, class K>
-  bool match(C& c, const site* where, value_id v, K&& rest) const {
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
     const onnx::TensorProto* t = v == no_id ? nullptr : c.g.constant_tensor(v);
     if (t == nullptr) {
       c.fail(where, v == no_id ? no_id : c.g.producer(v), [&](std::string& m) {
@@ -475,8 +477,8 @@ struct op_pattern {
 
   // ---- matching
 
-  template <class C, class K>
-  bool match(C& c, const site* where, value_id v, K&& rest) const {
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
     const node_id n = v == no_id ? no_id : c.g.producer(v);
     if (n == no_id || !Spec::matches(c.g, n) || c.g.producer_slot(v) != slot) {
       c.fail(where, n, [&](std::string& m) {
@@ -489,8 +491,8 @@ struct op_pattern {
     return match_node(c, where, n, false, rest);
   }
 
-  template <class C, class K>
-  bool match_root(C& c, node_id n, K&& rest) const {
+  template <class C>
+  bool match_root(C& c, node_id n, continuation rest) const {
     if (!Spec::matches(c.g, n)) {
       c.fail(nullptr, n, [&](std::string& m) {
         m += "expected " + std::string(Spec::name) + ", found " + c.g.describe(n);
@@ -500,8 +502,8 @@ struct op_pattern {
     return match_node(c, nullptr, n, true, rest);
   }
 
-  template <class C, class K>
-  bool match_node(C& c, const site* where, node_id n, bool root, K&& rest) const {
+  template <class C>
+  bool match_node(C& c, const site* where, node_id n, bool root, continuation rest) const {
     std::size_t given = c.g.inputs(n).size();
     while (given > 0 && c.g.input(n, given - 1) == no_id) --given;
     if (given != arity) {
@@ -537,8 +539,8 @@ struct op_pattern {
   }
 
  private:
-  template <class C, class K>
-  bool match_inputs(C& c, const site* where, node_id n, K&& rest) const {
+  template <class C>
+  bool match_inputs(C& c, const site* where, node_id n, continuation rest) const {
     if constexpr (Commute) {
       return match_pair(c, where, n, 0, 1, rest) || match_pair(c, where, n, 1, 0, rest);
     } else {
@@ -546,8 +548,8 @@ struct op_pattern {
     }
   }
 
-  template <std::uint32_t Slot, class P, class C, class K>
-  static bool match_in_order(const P& p, C& c, const site* where, node_id n, K&& rest) {
+  template <std::uint32_t Slot, class P, class C>
+  static bool match_in_order(const P& p, C& c, const site* where, node_id n, continuation rest) {
     if constexpr (std::is_same_v<P, pack<>>) {
       return rest();
     } else {
@@ -557,13 +559,13 @@ struct op_pattern {
     }
   }
 
-  template <class C, class K>
-  [[gnu::noinline]] bool match_pair(C& c, const site* where, node_id n, std::uint32_t first,
-                                    std::uint32_t second, K& rest) const {
+  template <class C>
+  bool match_pair(C& c, const site* where, node_id n, std::uint32_t first, std::uint32_t second,
+                  continuation rest) const {
     const site a{n, first, where};
     const site b{n, second, where};
     return inputs.head.match(c, &a, c.g.input(n, first), [&] {
-      return inputs.tail.head.match(c, &b, c.g.input(n, second), [&] { return resume(rest); });
+      return inputs.tail.head.match(c, &b, c.g.input(n, second), rest);
     });
   }
 };
@@ -599,9 +601,25 @@ inline constexpr op_factory<Name, Domain> op{};
 
 // ---- commutative(op<…>(a, b)): tries both operand orders, without a second copy of the rule
 
+// Binary ops whose operands may be swapped. Sub, Div, Pow or MatMul may not: a swapped match
+// would fuse a different computation.
+inline constexpr std::string_view commutative_ops[] = {
+    "Add",  "And", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Equal", "Max",
+    "Mean", "Min", "Mul",        "Or",        "Sum",        "Xor"};
+
+constexpr bool is_commutative(std::string_view domain, std::string_view name) {
+  if (!domain.empty()) return true;  // custom ops: the rule author knows
+  for (std::string_view op_name : commutative_ops)
+    if (op_name == name) return true;
+  return false;
+}
+
 template <class S, class I, class P>
 constexpr auto commutative(const op_pattern<S, I, P, false>& p) {
   static_assert(pack_traits<I>::size == 2, "fusekit: commutative() needs an op with two inputs");
+  static_assert(is_commutative(S::domain, S::name),
+                "fusekit: commutative() of an op whose operands may not be swapped (Sub, Div, "
+                "MatMul …): a swapped match would compute something else");
   return op_pattern<S, I, P, true>{p.inputs, p.preds, p.policy, p.slot};
 }
 
@@ -644,8 +662,8 @@ struct optional_t {
     if constexpr (binds) out += "@" + std::string(BindName.view());
   }
 
-  template <class C, class K>
-  bool match(C& c, const site* where, value_id v, K&& rest) const {
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
     const node_id present = v == no_id ? no_id : c.g.producer(v);
     if (inner.match(c, where, v, [&] { return record(c, present, rest); })) return true;
     return inner.inputs.head.match(c, where, v, [&] { return record(c, no_id, rest); });
@@ -656,23 +674,24 @@ struct optional_t {
   constexpr optional_t<NewOp, BindName> rewrap(NewOp op) const {
     return {op};
   }
-  template <class C, class K>
-  bool record(C& c, node_id n, K& rest) const {
+  template <class C>
+  bool record(C& c, node_id n, continuation rest) const {
     if constexpr (binds) {
       constexpr std::size_t i = index_of<typename C::captures>(BindName.view());
-      return c.template bind<i>(slot{.id = n}, [&] { return resume(rest); });
+      return c.template bind<i>(slot{.id = n}, rest);
     } else {
-      return resume(rest);
+      return rest();
     }
   }
 };
 
 template <fixed_string Name, fixed_string Domain = "">
 struct optional_factory {
-  template <class P>
-  constexpr auto operator()(P p) const {
-    using Op = decltype(op<Name, Domain>(p));
-    return optional_t<Op>{op<Name, Domain>(p)};
+  template <class... P>
+  constexpr auto operator()(P... p) const {
+    static_assert(sizeof...(P) == 1, "fusekit: optional<> wraps a one-input op");
+    using Op = decltype(op<Name, Domain>(p...));
+    return optional_t<Op>{op<Name, Domain>(p...)};
   }
 };
 
@@ -704,29 +723,29 @@ struct any_of_t {
     if constexpr (binds) out += "@" + std::string(BindName.view());
   }
 
-  template <class C, class K>
-  bool match(C& c, const site* where, value_id v, K&& rest) const {
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
     return try_each<0>(alts, c, rest,
                        [&](const auto& alt, auto&& next) { return alt.match(c, where, v, next); });
   }
-  template <class C, class K>
-  bool match_root(C& c, node_id n, K&& rest) const {
+  template <class C>
+  bool match_root(C& c, node_id n, continuation rest) const {
     return try_each<0>(alts, c, rest,
                        [&](const auto& alt, auto&& next) { return alt.match_root(c, n, next); });
   }
 
  private:
-  template <std::size_t I, class P, class C, class K, class Try>
-  bool try_each(const P& p, C& c, K&& rest, Try&& attempt) const {
+  template <std::size_t I, class P, class C, class Try>
+  bool try_each(const P& p, C& c, continuation rest, Try&& attempt) const {
     if constexpr (std::is_same_v<P, pack<>>) {
       return false;
     } else {
       auto next = [&] {
         if constexpr (binds) {
           constexpr std::size_t i = index_of<typename C::captures>(BindName.view());
-          return c.template bind<i>(slot{.id = std::uint32_t(I)}, [&] { return resume(rest); });
+          return c.template bind<i>(slot{.id = std::uint32_t(I)}, rest);
         } else {
-          return resume(rest);
+          return rest();
         }
       };
       return attempt(p.head, next) || try_each<I + 1>(p.tail, c, rest, attempt);

@@ -1,0 +1,70 @@
+// Matching allocates nothing: every operator new in this binary is counted, and a full match,
+// a failed one and a backtracking one run between two readings of the counter.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "fusekit/graph/model_builder.hpp"
+#include "fusekit/pattern/pattern.hpp"
+
+namespace {
+std::atomic<long> allocations{0};
+}  // namespace
+
+// The replacements below pair malloc with free; GCC cannot see that operator new is replaced too.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+void* operator new(std::size_t size) {
+  ++allocations;
+  if (void* p = std::malloc(size ? size : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+using namespace fusekit::pattern;
+using fusekit::dtype;
+
+constexpr auto scores = op<"MatMul">(capture<"q">, capture<"kt">);
+constexpr auto scaled = commutative(op<"Mul">(optional<"Cast">(scores), constant_scalar<"scale">));
+constexpr auto probs = optional<"Cast">(op<"Softmax">(scaled).attr<"axis">(last_axis));
+constexpr auto dit = op<"MatMul">(probs, capture<"v">);
+// Fails only after backtracking through both operand orders of Mul and both optional branches.
+constexpr auto near_miss = op<"MatMul">(probs, capture<"q">);
+
+TEST(PatternAllocation, MatchingAllocatesNothing) {
+  fusekit::build::model_builder b;
+  auto q = b.input("q", dtype::float16, {2, 4, "S", 8});
+  auto kt = b.input("kt", dtype::float16, {2, 4, 8, "S"});
+  auto v = b.input("v", dtype::float16, {2, 4, "S", 8});
+  auto s = b.op("Cast", {b.op("MatMul", {q, kt})}, {{"to", dtype::float32}});
+  auto p = b.op("Softmax", {b.op("Mul", {b.scalar(dtype::float32, 0.125), s})}, {{"axis", -1}});
+  auto out = b.op("MatMul", {b.op("Cast", {p}, {{"to", dtype::float16}}), v});
+  b.output(out);
+  const auto model = b.build();
+  const fusekit::graph g(model);
+  const fusekit::node_id root = g.producer(*g.find_value(out.name));
+
+  const long before = allocations.load();
+  const bool matched = bool(match(dit, g, root));
+  const bool missed = bool(match(near_miss, g, root));
+  const bool wrong_root = bool(match(dit, g, 0));
+  const long during = allocations.load() - before;
+
+  EXPECT_TRUE(matched);
+  EXPECT_FALSE(missed);
+  EXPECT_FALSE(wrong_root);
+  EXPECT_EQ(during, 0);
+
+  // The counter sees allocations: explaining a failure formats strings.
+  fusekit::pattern::explanation why;
+  const long explained_before = allocations.load();
+  EXPECT_FALSE(match(near_miss, g, root, &why));
+  EXPECT_GT(allocations.load() - explained_before, 0);
+}
+
+}  // namespace
