@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -87,63 +88,166 @@ inline std::string describe_value(const graph& g, value_id v) {
   return "value " + name;
 }
 
+// Failure texts, as plain functions: compiled once, not once per pattern.
+namespace message {
+
+inline void expected_op(std::string& m, const graph& g, std::string_view op, std::uint32_t slot,
+                        value_id found) {
+  m += "expected " + std::string(op);
+  if (slot != 0) m += " output " + std::to_string(slot);
+  m += ", found " + describe_value(g, found);
+}
+
+inline void wrong_arity(std::string& m, const graph& g, node_id n, std::size_t given,
+                        std::size_t arity) {
+  m += g.describe(n) + " has " + std::to_string(given) + " inputs, the pattern expects " +
+       std::to_string(arity);
+}
+
+inline void omitted(std::string& m, std::string_view name) {
+  m += name.empty() ? std::string("expected a value")
+                    : "expected a value for '" + std::string(name) + "'";
+  m += ", the input is omitted";
+}
+
+inline void capture_conflict(std::string& m, const graph& g, std::string_view name, value_id bound,
+                             value_id found) {
+  m += "'" + std::string(name) + "' must be the same value twice, it is " +
+       describe_value(g, bound) + " and " + describe_value(g, found);
+}
+
+inline void not_satisfied(std::string& m, const std::string& subject, const char* text) {
+  m += subject + ": not " + text;
+}
+
+}  // namespace message
+
+struct matched_entry {
+  node_id node;
+  use_policy policy;
+  bool root;
+};
+
+// A non-owning reference to "write the reason": keeps the formatting code out of the matchers'
+// instantiations.
+class reason_ref {
+ public:
+  template <class F>
+  reason_ref(F& f)
+      : object_(&f),
+        write_([](void* object, std::string& out) { (*static_cast<F*>(object))(out); }) {}
+  void operator()(std::string& out) const { write_(object_, out); }
+
+ private:
+  void* object_;
+  void (*write_)(void*, std::string&);
+};
+
+// Keeps the failure if it is the deepest so far (ties: the first one found).
+[[gnu::cold]] inline void record_failure(explanation& sink, const graph& g, const site* where,
+                                         node_id about, std::span<const matched_entry> matched,
+                                         reason_ref reason) {
+  if (sink.failed && matched.size() <= sink.depth) return;
+  sink.failed = true;
+  sink.depth = matched.size();
+  sink.failing_node = about;
+  sink.message.clear();
+  for (const site* s = where; s != nullptr; s = s->parent) {
+    sink.message += "input " + std::to_string(s->slot) + " of " + g.describe(s->node);
+    sink.message += s->parent != nullptr ? ", " : ": ";
+  }
+  reason(sink.message);
+  sink.matched.clear();
+  for (const matched_entry& e : matched) sink.matched.push_back(e.node);
+}
+
+// The first interior node whose outputs escape the match, by the node's use policy.
+struct use_violation {
+  enum class kind : std::uint8_t { none, graph_output, read_twice, two_readers, escapes };
+  kind what = kind::none;
+  node_id node = no_id;
+  node_id reader = no_id;
+  node_id other_reader = no_id;
+  std::size_t uses = 0;
+};
+
+inline bool is_matched(std::span<const matched_entry> matched, node_id n) {
+  for (const matched_entry& e : matched)
+    if (e.node == n) return true;
+  return false;
+}
+
+inline use_violation find_use_violation(const graph& g, std::span<const matched_entry> matched) {
+  using kind = use_violation::kind;
+  for (const matched_entry& e : matched) {
+    if (e.root || e.policy == use_policy::any) continue;
+    for (value_id out : g.outputs(e.node)) {
+      if (out == no_id) continue;
+      if (g.is_graph_output(out)) return {.what = kind::graph_output, .node = e.node};
+      const auto uses = g.consumers(out);
+      for (const use& u : uses) {
+        if (e.policy == use_policy::one_use && uses.size() != 1)
+          return {.what = kind::read_twice, .node = e.node, .uses = uses.size()};
+        if (e.policy == use_policy::one_user && u.node != uses[0].node)
+          return {.what = kind::two_readers,
+                  .node = e.node,
+                  .reader = uses[0].node,
+                  .other_reader = u.node};
+        if (e.policy == use_policy::contained && !is_matched(matched, u.node))
+          return {.what = kind::escapes, .node = e.node, .reader = u.node};
+      }
+    }
+  }
+  return {};
+}
+
+inline void write_use_violation(std::string& m, const graph& g, const use_violation& v) {
+  using kind = use_violation::kind;
+  m += "output of " + g.describe(v.node);
+  switch (v.what) {
+    case kind::graph_output:
+      m += " is a graph output, so it cannot be fused away";
+      break;
+    case kind::read_twice:
+      m += " is read " + std::to_string(v.uses) + " times, the pattern allows one";
+      break;
+    case kind::two_readers:
+      m += " is read by " + g.describe(v.reader) + " and " + g.describe(v.other_reader) +
+           ", the pattern allows one reader";
+      break;
+    case kind::escapes:
+      m += " is also read by " + g.describe(v.reader) + ", outside the pattern";
+      break;
+    case kind::none:
+      break;
+  }
+}
+
 template <class Captures, std::size_t Depth>
 class context {
  public:
   using captures = Captures;
   static constexpr std::size_t slot_count = Captures::size;
 
-  struct entry {
-    node_id node;
-    use_policy policy;
-    bool root;
-  };
-
   context(const graph& g, explanation* sink) : g(g), sink(sink) {}
 
   const graph& g;
   explanation* sink;
   std::array<slot, slot_count> slots{};
-  std::array<entry, Depth> matched{};
+  std::array<matched_entry, Depth> matched{};
   std::size_t matched_count = 0;
-
-  bool explaining() const { return sink != nullptr; }
 
   // Records a failure if it is the deepest so far. `reason` is only called when explaining.
   template <class Reason>
   void fail(const site* where, node_id about, Reason&& reason) {
-    if (sink != nullptr) explain(where, about, reason);
+    if (sink != nullptr)
+      record_failure(*sink, g, where, about, {matched.data(), matched_count}, reason_ref(reason));
   }
 
- private:
-  // Out of line and cold: formatting stays off the matching path, and out of the optimiser's way.
-  template <class Reason>
-  [[gnu::noinline, gnu::cold]] void explain(const site* where, node_id about, Reason& reason) {
-    if (sink->failed && matched_count <= sink->depth) return;
-    sink->failed = true;
-    sink->depth = matched_count;
-    sink->failing_node = about;
-    sink->message.clear();
-    for (const site* s = where; s != nullptr; s = s->parent) {
-      sink->message += "input " + std::to_string(s->slot) + " of " + g.describe(s->node);
-      sink->message += s->parent != nullptr ? ", " : ": ";
-    }
-    reason(sink->message);
-    sink->matched.clear();
-    for (std::size_t i = 0; i < matched_count; ++i) sink->matched.push_back(matched[i].node);
-  }
-
- public:
   void push(node_id n, use_policy policy, bool root) {
     matched[matched_count++] = {n, policy, root};
   }
   void pop() { --matched_count; }
-
-  bool is_matched(node_id n) const {
-    for (std::size_t i = 0; i < matched_count; ++i)
-      if (matched[i].node == n) return true;
-    return false;
-  }
 
   // Binds slot I to `value` (or checks it equals an earlier binding), runs the rest of the match,
   // and undoes the binding if the rest fails.
@@ -163,45 +267,10 @@ class context {
 
   // The interior nodes' outputs must not escape the match (see use_policy).
   bool uses_contained() {
-    for (std::size_t i = 0; i < matched_count; ++i) {
-      const entry& e = matched[i];
-      if (e.root || e.policy == use_policy::any) continue;
-      for (value_id out : g.outputs(e.node)) {
-        if (out == no_id) continue;
-        if (g.is_graph_output(out)) {
-          fail(nullptr, e.node, [&](std::string& m) {
-            m += "output of " + g.describe(e.node) +
-                 " is a graph output, so it cannot be fused away";
-          });
-          return false;
-        }
-        const auto uses = g.consumers(out);
-        for (const use& u : uses) {
-          if (e.policy == use_policy::one_use && uses.size() != 1) {
-            fail(nullptr, e.node, [&](std::string& m) {
-              m += "output of " + g.describe(e.node) + " is read " + std::to_string(uses.size()) +
-                   " times, the pattern allows one";
-            });
-            return false;
-          }
-          if (e.policy == use_policy::one_user && u.node != uses[0].node) {
-            fail(nullptr, e.node, [&](std::string& m) {
-              m += "output of " + g.describe(e.node) + " is read by " + g.describe(uses[0].node) +
-                   " and " + g.describe(u.node) + ", the pattern allows one reader";
-            });
-            return false;
-          }
-          if (e.policy == use_policy::contained && !is_matched(u.node)) {
-            fail(nullptr, e.node, [&](std::string& m) {
-              m += "output of " + g.describe(e.node) + " is also read by " + g.describe(u.node) +
-                   ", outside the pattern";
-            });
-            return false;
-          }
-        }
-      }
-    }
-    return true;
+    const use_violation v = find_use_violation(g, {matched.data(), matched_count});
+    if (v.what == use_violation::kind::none) return true;
+    fail(nullptr, v.node, [&](std::string& m) { write_use_violation(m, g, v); });
+    return false;
   }
 };
 

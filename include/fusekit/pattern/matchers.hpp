@@ -230,7 +230,7 @@ struct any_t : value_predicates<any_t> {
   template <class C>
   bool match(C& c, const site* where, value_id v, continuation rest) const {
     if (v != no_id) return rest();
-    c.fail(where, no_id, [](std::string& m) { m += "expected a value, the input is omitted"; });
+    c.fail(where, no_id, [](std::string& m) { message::omitted(m, {}); });
     return false;
   }
 };
@@ -252,17 +252,13 @@ struct capture_t : value_predicates<capture_t<Name>> {
   bool match(C& c, const site* where, value_id v, continuation rest) const {
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
     if (v == no_id) {
-      c.fail(where, no_id, [](std::string& m) {
-        m += "expected a value for '" + std::string(Name.view()) + "', the input is omitted";
-      });
+      c.fail(where, no_id, [](std::string& m) { message::omitted(m, Name.view()); });
       return false;
     }
     const slot& bound = c.slots[i];
     if (bound.bound && bound.id != v) {
-      c.fail(where, c.g.producer(v), [&](std::string& m) {
-        m += "'" + std::string(Name.view()) + "' must be the same value twice, it is " +
-             describe_value(c.g, bound.id) + " and " + describe_value(c.g, v);
-      });
+      c.fail(where, c.g.producer(v),
+             [&](std::string& m) { message::capture_conflict(m, c.g, Name.view(), bound.id, v); });
       return false;
     }
     return c.template bind<i>(slot{.id = v}, rest);
@@ -303,14 +299,24 @@ struct captured {
 // ---- constant_scalar<"scale">: a one-element numeric constant of any dtype, bound as double
 
 namespace detail {
-inline std::string why_not_constant_scalar(const graph& g, value_id v) {
-  if (g.is_initializer(v) && g.is_graph_input(v))
-    return "initializer '" + std::string(g.name(v)) +
-           "' is also a graph input, so it can be overridden at run time";
-  if (const onnx::TensorProto* t = g.constant_tensor(v))
-    return describe_value(g, v) + " has " + std::to_string(element_count(*t)) + " elements of " +
-           std::string(dtype_name(dtype(t->data_type())));
-  return describe_value(g, v) + " is not a constant";
+inline void not_constant(std::string& m, const graph& g, std::string_view what,
+                         std::string_view name, value_id v) {
+  m += "expected " + std::string(what) + " '" + std::string(name) + "', ";
+  if (v == no_id)
+    m += "the input is omitted";
+  else if (g.is_initializer(v) && g.is_graph_input(v))
+    m += "initializer '" + std::string(g.name(v)) +
+         "' is also a graph input, so it can be overridden at run time";
+  else if (const onnx::TensorProto* t = g.constant_tensor(v))
+    m += describe_value(g, v) + " has " + std::to_string(element_count(*t)) + " elements of " +
+         std::string(dtype_name(dtype(t->data_type())));
+  else
+    m += describe_value(g, v) + " is not a constant";
+}
+
+inline void wrong_scalar(std::string& m, std::string_view name, double found, double expected) {
+  m += "constant scalar '" + std::string(name) + "' is " + number_text(found) + ", expected " +
+       number_text(expected);
 }
 }  // namespace detail
 
@@ -341,17 +347,13 @@ struct constant_scalar_t : value_predicates<constant_scalar_t<Name>> {
     const auto found = v == no_id ? std::nullopt : c.g.constant_scalar(v);
     if (!found) {
       c.fail(where, v == no_id ? no_id : c.g.producer(v), [&](std::string& m) {
-        m += "expected constant scalar '" + std::string(Name.view()) + "', " +
-             (v == no_id ? std::string("the input is omitted")
-                         : detail::why_not_constant_scalar(c.g, v));
+        detail::not_constant(m, c.g, "constant scalar", Name.view(), v);
       });
       return false;
     }
     if (has_expected && !(std::abs(*found - expected) <= tolerance)) {
-      c.fail(where, c.g.producer(v), [&](std::string& m) {
-        m += "constant scalar '" + std::string(Name.view()) + "' is " + number_text(*found) +
-             ", expected " + number_text(expected);
-      });
+      c.fail(where, c.g.producer(v),
+             [&](std::string& m) { detail::wrong_scalar(m, Name.view(), *found, expected); });
       return false;
     }
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
@@ -375,11 +377,8 @@ struct constant_t : value_predicates<constant_t<Name>> {
   bool match(C& c, const site* where, value_id v, continuation rest) const {
     const onnx::TensorProto* t = v == no_id ? nullptr : c.g.constant_tensor(v);
     if (t == nullptr) {
-      c.fail(where, v == no_id ? no_id : c.g.producer(v), [&](std::string& m) {
-        m += "expected constant '" + std::string(Name.view()) + "', " +
-             (v == no_id ? std::string("the input is omitted")
-                         : detail::why_not_constant_scalar(c.g, v));
-      });
+      c.fail(where, v == no_id ? no_id : c.g.producer(v),
+             [&](std::string& m) { detail::not_constant(m, c.g, "constant", Name.view(), v); });
       return false;
     }
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
@@ -481,11 +480,7 @@ struct op_pattern {
   bool match(C& c, const site* where, value_id v, continuation rest) const {
     const node_id n = v == no_id ? no_id : c.g.producer(v);
     if (n == no_id || !Spec::matches(c.g, n) || c.g.producer_slot(v) != slot) {
-      c.fail(where, n, [&](std::string& m) {
-        m += "expected " + std::string(Spec::name);
-        if (slot != 0) m += " output " + std::to_string(slot);
-        m += ", found " + describe_value(c.g, v);
-      });
+      c.fail(where, n, [&](std::string& m) { message::expected_op(m, c.g, Spec::name, slot, v); });
       return false;
     }
     return match_node(c, where, n, false, rest);
@@ -507,10 +502,7 @@ struct op_pattern {
     std::size_t given = c.g.inputs(n).size();
     while (given > 0 && c.g.input(n, given - 1) == no_id) --given;
     if (given != arity) {
-      c.fail(where, n, [&](std::string& m) {
-        m += c.g.describe(n) + " has " + std::to_string(given) + " inputs, the pattern expects " +
-             std::to_string(arity);
-      });
+      c.fail(where, n, [&](std::string& m) { message::wrong_arity(m, c.g, n, given, arity); });
       return false;
     }
     const value_id out = c.g.output(n, slot);

@@ -310,7 +310,7 @@ struct node_where {
   template <class C>
   bool check(C& c, const site* where, node_id n) const {
     if (fn(c.g, n)) return true;
-    c.fail(where, n, [&](std::string& m) { m += c.g.describe(n) + ": not " + text; });
+    c.fail(where, n, [&](std::string& m) { message::not_satisfied(m, c.g.describe(n), text); });
     return false;
   }
 };
@@ -324,7 +324,7 @@ struct value_where {
   bool check(C& c, const site* where, value_id v) const {
     if (fn(c.g, v)) return true;
     c.fail(where, c.g.producer(v),
-           [&](std::string& m) { m += describe_value(c.g, v) + ": not " + text; });
+           [&](std::string& m) { message::not_satisfied(m, describe_value(c.g, v), text); });
     return false;
   }
 };
