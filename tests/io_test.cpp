@@ -19,6 +19,7 @@
 #include "fusekit/io/error.hpp"
 #include "fusekit/io/external_data.hpp"
 #include "fusekit/io/model.hpp"
+#include "test_support.hpp"
 
 namespace fs = std::filesystem;
 using fusekit::dtype;
@@ -44,16 +45,7 @@ std::vector<std::string> files_in(const fs::path& dir) {
   return names;
 }
 
-// The what() of the fusekit::error that `f` throws, or "no error".
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const fusekit::error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using fusekit::testing::error_of;
 
 // y = (x + w) * s, where w holds 16 bytes of raw_data and s 4 bytes.
 model_builder small_builder() {

@@ -16,6 +16,7 @@
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/graph/tensor.hpp"
 #include "fusekit/io/error.hpp"
+#include "test_support.hpp"
 
 using fusekit::dtype;
 using fusekit::build::make_tensor;
@@ -76,16 +77,7 @@ std::vector<double> doubles(const onnx::TensorProto& t) {
   return out;
 }
 
-// The what() of the fusekit::error that `f` throws, or "no error".
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const fusekit::error& e) {
-    return e.what();
-  }
-  return "no error";
-}
+using fusekit::testing::error_of;
 
 float bits_to_float(std::uint32_t bits) { return std::bit_cast<float>(bits); }
 
