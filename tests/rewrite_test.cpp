@@ -26,7 +26,7 @@ struct double_negation {
   static constexpr std::string_view name = "double-negation";
   static constexpr auto pattern = op<"Neg">(op<"Neg">(capture<"x">));
   static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.value(m.template get<"x">()));
+    e.replace(g.output(m.root(), 0), e.value(get<"x">(m)));
   }
 };
 
@@ -35,14 +35,14 @@ struct silu {
   static constexpr std::string_view name = "silu";
   static constexpr auto pattern = commutative(op<"Mul">(capture<"x">, op<"Sigmoid">(capture<"x">)));
   static verdict guard(const graph& g, const auto& m, const fusekit::rewrite::options&) {
-    if (!fusekit::is_float(g.type(m.template get<"x">())))
-      return verdict::no("x is " + std::string(dtype_name(g.type(m.template get<"x">()))) +
+    if (!fusekit::is_float(g.type(get<"x">(m))))
+      return verdict::no("x is " + std::string(dtype_name(g.type(get<"x">(m)))) +
                          ", QuickGelu needs a float type");
     return verdict::yes();
   }
   static void emit(const graph& g, const auto& m, emitter& e) {
     const auto out =
-        e.op("QuickGelu", {e.value(m.template get<"x">())}, {{"alpha", 1.0}}, "com.microsoft");
+        e.op("QuickGelu", {e.value(get<"x">(m))}, {{"alpha", 1.0}}, "com.microsoft");
     e.replace(g.output(m.root(), 0), out);
     e.note("activation", "silu");
   }
@@ -53,7 +53,7 @@ struct fails_half_way {
   static constexpr std::string_view name = "fails-half-way";
   static constexpr auto pattern = op<"Relu">(capture<"x">);
   static void emit(const graph&, const auto& m, emitter& e) {
-    e.op("Abs", {e.value(m.template get<"x">())});
+    e.op("Abs", {e.value(get<"x">(m))});
     throw std::runtime_error("out of ideas");
   }
 };
@@ -64,14 +64,14 @@ struct relu_to_abs {
   static constexpr int priority = 1;
   static constexpr auto pattern = op<"Relu">(capture<"x">);
   static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.op("Abs", {e.value(m.template get<"x">())}));
+    e.replace(g.output(m.root(), 0), e.op("Abs", {e.value(get<"x">(m))}));
   }
 };
 struct relu_to_neg {
   static constexpr std::string_view name = "relu-to-neg";
   static constexpr auto pattern = op<"Relu">(capture<"x">);
   static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.op("Neg", {e.value(m.template get<"x">())}));
+    e.replace(g.output(m.root(), 0), e.op("Neg", {e.value(get<"x">(m))}));
   }
 };
 
@@ -80,7 +80,7 @@ struct neg_of_relu {
   static constexpr std::string_view name = "neg-of-relu";
   static constexpr auto pattern = op<"Neg">(op<"Relu">(capture<"x">).multi_use());
   static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.op("Abs", {e.value(m.template get<"x">())}));
+    e.replace(g.output(m.root(), 0), e.op("Abs", {e.value(get<"x">(m))}));
   }
 };
 
@@ -89,7 +89,7 @@ struct drop_scale {
   static constexpr std::string_view name = "drop-scale";
   static constexpr auto pattern = op<"Mul">(capture<"x">, constant_scalar<"s">.value(1.0));
   static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.value(m.template get<"x">()));
+    e.replace(g.output(m.root(), 0), e.value(get<"x">(m)));
   }
 };
 

@@ -76,6 +76,17 @@ class match_result {
 template <class P>
 using match_result_for = match_result<typename P::captures, P::nodes>;
 
+// get<"scale">(m): the same as m.get<"scale">(), without the `template` keyword that a generic
+// emit(const auto& m) would need.
+template <fixed_string Name, class Captures, std::size_t Depth>
+auto get(const match_result<Captures, Depth>& m) {
+  return m.template get<Name>();
+}
+template <fixed_string Name, class Captures, std::size_t Depth>
+bool has(const match_result<Captures, Depth>& m) {
+  return m.template has<Name>();
+}
+
 // Matches `p` with `root` as the node producing its outermost value. With a sink, a failure
 // leaves there the deepest reason and the nodes matched up to it.
 template <class P>

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -48,21 +49,40 @@ inline std::size_t topological_position(const graph& g, node_id n) {
 }
 
 template <class R>
+constexpr std::size_t near_miss_depth() {
+  if constexpr (requires { R::near_miss_depth; })
+    return R::near_miss_depth;
+  else
+    return 2;
+}
+
+inline std::vector<std::string> describe_all(const graph& g, std::span<const node_id> nodes) {
+  std::vector<std::string> out;
+  for (node_id n : nodes) out.push_back(g.describe(n));
+  return out;
+}
+
+template <class R>
 void try_rule(const graph& g, const options& opts, name_pool& names, std::vector<candidate>& found,
               report& out) {
+  if (!opts.runs(R::name)) return;
   for (node_id n : pattern::anchors(R::pattern, g)) {
     auto m = pattern::match(R::pattern, g, n);
     if (!m) {
       pattern::explanation why;
       pattern::match(R::pattern, g, n, &why);
-      // Failing on the anchor's own inputs is no near miss: most anchors are unrelated nodes.
-      if (opts.explain || why.depth >= 2)
-        out.near_misses.push_back({std::string(R::name), g.describe(n), why.message, why.depth});
+      // A failure on the anchor's own inputs is no near miss: most anchors are unrelated nodes.
+      if (opts.explain || why.depth >= near_miss_depth<R>())
+        out.near_misses.push_back(
+            {std::string(R::name), g.describe(n), why.message, why.depth,
+             describe_all(g, why.matched),
+             why.failing_node == no_id ? std::string() : g.describe(why.failing_node)});
       continue;
     }
     const verdict v = guard_of<R>(g, m, opts);
     if (!v) {
-      out.near_misses.push_back({std::string(R::name), g.describe(n), v.reason, m.nodes().size()});
+      out.near_misses.push_back({std::string(R::name), g.describe(n), v.reason, m.nodes().size(),
+                                 describe_all(g, m.nodes()), g.describe(n)});
       continue;
     }
     auto edit = std::make_unique<emitter>(g, opts, names, std::string(R::name));
@@ -71,7 +91,7 @@ void try_rule(const graph& g, const options& opts, name_pool& names, std::vector
     } catch (const std::exception& e) {
       out.near_misses.push_back({std::string(R::name), g.describe(n),
                                  std::string("emit failed, nothing changed: ") + e.what(),
-                                 m.nodes().size()});
+                                 m.nodes().size(), describe_all(g, m.nodes()), g.describe(n)});
       continue;
     }
     for (value_id v_out : g.outputs(n)) {
@@ -81,7 +101,7 @@ void try_rule(const graph& g, const options& opts, name_pool& names, std::vector
         out.near_misses.push_back({std::string(R::name), g.describe(n),
                                    "emit gave no replacement for output '" +
                                        std::string(g.name(v_out)) + "', nothing changed",
-                                   m.nodes().size()});
+                                   m.nodes().size(), describe_all(g, m.nodes()), g.describe(n)});
         edit.reset();
         break;
       }
@@ -257,6 +277,20 @@ inline void commit_all(const graph& g, const std::vector<candidate*>& chosen, re
   if (!mine.empty()) commit(g, mine, out);
 }
 
+// One block, one near miss: a rule whose anchor another rule's deeper attempt already covers
+// (the bare attention inside the merged one) adds nothing.
+inline void drop_covered(std::vector<near_miss>& misses) {
+  std::vector<near_miss> kept;
+  for (const near_miss& x : misses) {
+    const bool covered = std::any_of(misses.begin(), misses.end(), [&](const near_miss& y) {
+      return &x != &y && y.depth > x.depth &&
+             std::find(y.matched.begin(), y.matched.end(), x.anchor) != y.matched.end();
+    });
+    if (!covered) kept.push_back(x);
+  }
+  misses = std::move(kept);
+}
+
 inline void import_domains(onnx::ModelProto& m, const std::vector<candidate*>& chosen) {
   for (const candidate* c : chosen)
     for (const std::string& domain : c->edit->domains()) {
@@ -276,13 +310,15 @@ inline void import_domains(onnx::ModelProto& m, const std::vector<candidate*>& c
 template <rule... Rules>
 report fuse(model& m, const options& opts = {}) {
   report out;
-  (out.rules.push_back(std::string(Rules::name)), ...);
+  for (std::string_view name : {std::string_view(Rules::name)...})
+    if (opts.runs(name)) out.rules.emplace_back(name);
   for (int pass = 0; pass < max_passes; ++pass) {
     const graph g(m);
     name_pool names(m.proto);
     std::vector<detail::candidate> found;
     report attempt;
     detail::collect<Rules...>(g, opts, names, found, attempt);
+    if (!opts.explain) detail::drop_covered(attempt.near_misses);
     out.near_misses = std::move(attempt.near_misses);
     if (found.empty()) break;
     const std::vector<detail::candidate*> chosen = detail::select(found);

@@ -5,6 +5,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <set>
@@ -27,8 +28,13 @@ struct options {
     onnx,  // standard ops (ai.onnx Attention, opset 23): any runtime
   };
   target fused_target = target::ort;
-  std::int64_t num_heads = 0;  // 0: infer from the model
-  bool explain = false;        // keep near misses with the reason of the deepest failure
+  std::int64_t num_heads = 0;      // 0: infer from the model
+  bool explain = false;            // every anchor's outcome, not only near misses
+  std::vector<std::string> rules;  // names of the rules to run; empty: all
+
+  bool runs(std::string_view rule) const {
+    return rules.empty() || std::find(rules.begin(), rules.end(), rule) != rules.end();
+  }
 };
 
 // Fresh, deterministic names: the first "<stem>_<k>" no node or value of the model uses.

@@ -22,9 +22,11 @@ struct fusion {
 
 struct near_miss {
   std::string rule;
-  std::string anchor;     // the node the rule tried, as "Op 'name'"
-  std::string reason;     // the deepest failure, or the guard's or emit's refusal
-  std::size_t depth = 0;  // nodes matched before it failed
+  std::string anchor;                  // the node the rule tried, as "Op 'name'"
+  std::string reason;                  // the deepest failure, or the guard's or emit's refusal
+  std::size_t depth = 0;               // nodes matched before it failed
+  std::vector<std::string> matched{};  // those nodes, anchor first
+  std::string failing{};               // the node the reason is about, when there is one
 };
 
 struct report {
@@ -52,7 +54,8 @@ struct report {
               {{"root", f.root}, {"removed", f.removed}, {"added", f.added}, {"params", f.params}});
       for (const near_miss& n : near_misses)
         if (n.rule == name)
-          r["near_misses"].push_back({{"anchor", n.anchor}, {"reason", n.reason}});
+          r["near_misses"].push_back(
+              {{"anchor", n.anchor}, {"reason", n.reason}, {"matched", n.matched}});
       out["rules"].push_back(std::move(r));
     }
     return out;

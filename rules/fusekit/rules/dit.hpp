@@ -1,0 +1,177 @@
+// DiT attention, as F5-TTS and other diffusion transformers export it.
+//
+//   before                                       after, target ort
+//   q ──────────────────┐                        q ─ Transpose(0,2,1,3) ─ Reshape(B,S,D) ─┐
+//   [Transpose] kᵀ ── MatMul                     k (BNSH) ─────────────────────────────────┤
+//                       │ [Cast → f32]           v (BNSH) ─────────────────────────────────┤
+//                     Mul | Div (scalar)                          com.microsoft.MultiHeadAttention
+//                     Softmax (last axis)                          (num_heads, scale) → (B,S,D)
+//                       │ [Cast → f16]
+//   v ────────────── MatMul                      after, target onnx (opset ≥ 23)
+//                     [Transpose(0,2,1,3)        Attention(q, k, v; scale, softmax_precision)
+//                      → Reshape(B,S,D)]         on BNSH tensors as they are
+//
+// Two rules share the pattern: dit-attention-merged also absorbs the trailing head merge
+// (Transpose + Reshape to (B,S,D)), which MultiHeadAttention's 3-D output makes free; it runs
+// first, and dit-attention takes the blocks without one.
+#pragma once
+
+#include <cmath>
+#include <string>
+
+#include "fusekit/pattern/pattern.hpp"
+#include "fusekit/rewrite/rule.hpp"
+#include "layout.hpp"
+
+namespace fusekit::rules {
+
+namespace dit {
+
+using namespace pattern;
+
+// Kᵀ as BNHS: transposed from BNSH or BSNH here, or already BNHS (then transposed back on emit).
+inline constexpr auto k_transposed =
+    any_of(op<"Transpose">(capture<"k_bnsh">).attr<"perm">(ints(0, 1, 3, 2)),
+           op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), capture<"kt">);
+inline constexpr auto scores = op<"MatMul">(capture<"q">, k_transposed);
+inline constexpr auto widened = optional<"Cast">(scores).bind<"up">();
+inline constexpr auto scaled = any_of(commutative(op<"Mul">(widened, constant_scalar<"scale">)),
+                                      op<"Div">(widened, constant_scalar<"divisor">));
+inline constexpr auto probs =
+    optional<"Cast">(op<"Softmax">(scaled).attr<"axis">(last_axis)).bind<"down">();
+inline constexpr auto core = op<"MatMul">(probs, capture<"v">);
+inline constexpr auto merged =
+    op<"Reshape">(op<"Transpose">(core).attr<"perm">(ints(0, 2, 1, 3)), constant<"merged_shape">);
+
+template <class M>
+double scale_of(const M& m) {
+  return has<"scale">(m) ? get<"scale">(m) : 1.0 / get<"divisor">(m);
+}
+
+// The checks across captures that a pattern cannot express.
+template <class M>
+rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts) {
+  using rewrite::verdict;
+  const value_id q = get<"q">(m), v = get<"v">(m);
+  const dtype t = g.type(q);
+  if (!is_float(t)) return verdict::no("q has dtype " + std::string(dtype_name(t)));
+  if (g.type(v) != t)
+    return verdict::no("q is " + std::string(dtype_name(t)) + " but v is " +
+                       std::string(dtype_name(g.type(v))) + "; the fused op needs one dtype");
+  const node_id up = get<"up">(m), down = get<"down">(m);
+  if ((up == no_id) != (down == no_id))
+    return verdict::no("only one of the casts around Softmax is there");
+  if (up != no_id) {
+    const bool round_trip = (t == dtype::float16 || t == dtype::bfloat16) &&
+                            g.attribute_int(up, "to") == std::int64_t(dtype::float32) &&
+                            g.attribute_int(down, "to") == std::int64_t(t);
+    if (!round_trip)
+      return verdict::no("the casts around Softmax are not a " + std::string(dtype_name(t)) +
+                         " → float32 → " + std::string(dtype_name(t)) + " round trip");
+  }
+  if (rank_of(g, q) != 4u || rank_of(g, v) != 4u)
+    return verdict::no("q and v cannot be proven 4-D [batch, heads, sequence, head size]");
+  if (!heads_of(g, q) && !heads_of(g, v) && opts.num_heads == 0)
+    return verdict::no(
+        "the head count is not in the model (no shapes, no head-split Reshape); "
+        "give it with --num-heads");
+  const double scale = scale_of(m);
+  if (!std::isfinite(scale) || scale <= 0)
+    return verdict::no("the scale " + std::to_string(scale) + " is not a positive finite number");
+  if (opts.fused_target == rewrite::options::target::onnx && g.opset("") < 23)
+    return verdict::no("target onnx needs ai.onnx opset 23 for Attention; the model imports " +
+                       std::to_string(g.opset("")) + " and fusekit does not raise it");
+  return verdict::yes();
+}
+
+// K in BNSH, however the pattern found it.
+template <class M>
+std::string key_bnsh(const M& m, rewrite::emitter& e) {
+  if (has<"k_bnsh">(m)) return e.value(get<"k_bnsh">(m));
+  if (has<"k_bsnh">(m))
+    return e.op("Transpose", {e.value(get<"k_bsnh">(m))},
+                {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  return e.op("Transpose", {e.value(get<"kt">(m))},
+              {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+}
+
+template <class M>
+std::int64_t heads(const graph& g, const M& m, const rewrite::options& opts) {
+  if (opts.num_heads > 0) return opts.num_heads;
+  if (auto h = heads_of(g, get<"q">(m))) return *h;
+  return *heads_of(g, get<"v">(m));
+}
+
+template <class M>
+void note(const graph& g, const M& m, rewrite::emitter& e, std::int64_t num_heads) {
+  e.note("scale", scale_of(m));
+  e.note("num_heads", num_heads);
+  e.note("casts_removed", int(get<"up">(m) != no_id) + int(get<"down">(m) != no_id));
+  e.note("k_layout", has<"k_bnsh">(m) ? "BNSH" : has<"k_bsnh">(m) ? "BSNH" : "BNHS");
+  e.note("dtype", std::string(dtype_name(g.type(get<"q">(m)))));
+}
+
+// MultiHeadAttention's (B,S,D) output, or Attention's BNSH one; `merge` says which the caller
+// wants. Returns the output's name.
+template <class M>
+std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merge) {
+  const std::int64_t num_heads = heads(g, m, e.options());
+  note(g, m, e, num_heads);
+  const std::string key = key_bnsh(m, e);
+  const std::string value = e.value(get<"v">(m));
+  const std::string q = e.value(get<"q">(m));
+  const double scale = scale_of(m);
+  if (e.options().fused_target == rewrite::options::target::onnx) {
+    e.note("target", "ai.onnx Attention");
+    const std::string y = e.op("Attention", {q, key, value},
+                               {{"scale", scale}, {"softmax_precision", dtype::float32}});
+    if (!merge) return y;
+    const auto bsnh = e.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+    return e.op("Reshape", {bsnh, e.value(g.input(m.root(), 1))});
+  }
+  e.note("target", "com.microsoft MultiHeadAttention");
+  const auto q_bsnh = e.op("Transpose", {q}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  const auto q_bsd = e.op("Reshape", {q_bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
+  const std::string y = e.op("MultiHeadAttention", {q_bsd, key, value},
+                             {{"num_heads", num_heads}, {"scale", scale}}, "com.microsoft");
+  if (merge) return y;
+  const auto bsnh =
+      e.op("Reshape", {y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
+  return e.op("Transpose", {bsnh}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+}
+
+}  // namespace dit
+
+struct dit_attention_merged {
+  static constexpr std::string_view name = "dit-attention-merged";
+  static constexpr int priority = 1;
+  // Reshape(Transpose(x)) is every head merge; it is a near miss once the MatMul matched too.
+  static constexpr std::size_t near_miss_depth = 3;
+  static constexpr auto pattern = dit::merged;
+
+  static rewrite::verdict guard(const graph& g, const auto& m, const rewrite::options& opts) {
+    const auto shape = detail::constant_ints(g, g.input(m.root(), 1));
+    if (!shape || shape->size() != 3 || (*shape)[0] != 0 || (*shape)[1] != 0)
+      return rewrite::verdict::no(
+          "the head merge does not reshape to (batch, sequence, hidden) "
+          "with [0, 0, hidden]");
+    return dit::guard(g, m, opts);
+  }
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
+    e.replace(g.output(m.root(), 0), dit::attend(g, m, e, true));
+  }
+};
+
+struct dit_attention {
+  static constexpr std::string_view name = "dit-attention";
+  static constexpr auto pattern = dit::core;
+
+  static rewrite::verdict guard(const graph& g, const auto& m, const rewrite::options& opts) {
+    return dit::guard(g, m, opts);
+  }
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
+    e.replace(g.output(m.root(), 0), dit::attend(g, m, e, false));
+  }
+};
+
+}  // namespace fusekit::rules
