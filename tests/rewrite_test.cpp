@@ -41,8 +41,7 @@ struct silu {
     return verdict::yes();
   }
   static void emit(const graph& g, const auto& m, emitter& e) {
-    const auto out =
-        e.op("QuickGelu", {e.value(get<"x">(m))}, {{"alpha", 1.0}}, "com.microsoft");
+    const auto out = e.op("QuickGelu", {e.value(get<"x">(m))}, {{"alpha", 1.0}}, "com.microsoft");
     e.replace(g.output(m.root(), 0), out);
     e.note("activation", "silu");
   }

@@ -252,13 +252,16 @@ int explain(const arguments& a) {
   std::size_t deepest = 0;
   bool said = false;
   for (const auto& f : report.fusions)
-    if (f.root == who) {
-      std::cout << who << ": fused by " << f.rule << " " << f.params.dump() << "\n";
+    if (std::find(f.nodes.begin(), f.nodes.end(), who) != f.nodes.end()) {
+      std::cout << who << ": fused by " << f.rule << " in the block ending at " << f.root << " "
+                << f.params.dump() << "\n";
+      matched = {f.nodes.begin(), f.nodes.end()};
       said = true;
     }
   for (const auto& miss : report.near_misses) {
-    const bool involved = miss.anchor == who || std::find(miss.matched.begin(), miss.matched.end(),
-                                                          who) != miss.matched.end();
+    const bool involved =
+        miss.anchor == who || miss.failing == who ||
+        std::find(miss.matched.begin(), miss.matched.end(), who) != miss.matched.end();
     if (!involved) continue;
     std::cout << "[" << miss.rule << "] from " << miss.anchor << ": " << miss.reason << "\n";
     said = true;

@@ -1,7 +1,7 @@
 // A complete fusion rule: the exact (erf) GELU becomes one com.microsoft Gelu, ONNX Runtime's
 // fused kernel. Copy this file to start a rule of your own.
 //
-//   x ─┬─ Div(·, √2) ── Erf ── Add(·, 1) ─┐
+//   x ─┬─ Div(·, √2) ── Erf ── Add(·, 1) ──┐
 //      └─ Mul(·, 0.5) ─────────────────── Mul ── y     ==>     x ── com.microsoft.Gelu ── y
 //
 // Accepted: the operands of Mul and Add in either order; Div by √2 or Mul by 1/√2 (within 2e-4, so

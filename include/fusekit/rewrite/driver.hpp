@@ -234,7 +234,8 @@ inline void commit(const graph& g, const std::vector<candidate*>& edits, report&
   for (node_id n : g.topological_order()) {
     if (auto it = by_root.find(n); it != by_root.end()) {
       const candidate& c = *it->second;
-      fusion f{std::string(c.rule), g.describe(n), {}, {}, c.edit->notes()};
+      fusion f{std::string(c.rule),      g.describe(n),  {}, {},
+               describe_all(g, c.nodes), c.edit->notes()};
       for (node_id m : std::set<node_id>(c.nodes.begin(), c.nodes.end()))
         if (dead.contains(m)) ++f.removed[std::string(g.op_type(m))];
       const auto realized = realize(g, c);

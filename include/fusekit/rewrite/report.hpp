@@ -17,6 +17,7 @@ struct fusion {
   std::string root;                    // the matched root node, as "Op 'name'"
   std::map<std::string, int> removed;  // op type → nodes removed
   std::map<std::string, int> added;    // op type → nodes added
+  std::vector<std::string> nodes{};    // every matched node, root first
   nlohmann::json params = nlohmann::json::object();
 };
 
@@ -50,8 +51,11 @@ struct report {
                        {"near_misses", nlohmann::json::array()}};
       for (const fusion& f : fusions)
         if (f.rule == name)
-          r["matches"].push_back(
-              {{"root", f.root}, {"removed", f.removed}, {"added", f.added}, {"params", f.params}});
+          r["matches"].push_back({{"root", f.root},
+                                  {"nodes", f.nodes},
+                                  {"removed", f.removed},
+                                  {"added", f.added},
+                                  {"params", f.params}});
       for (const near_miss& n : near_misses)
         if (n.rule == name)
           r["near_misses"].push_back(

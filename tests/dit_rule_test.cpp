@@ -1,0 +1,197 @@
+// The DiT attention rules: the F5-TTS block fuses, with its parameters reported, and every near
+// miss is left untouched with the reason a user reads. ONNX Runtime parity lives in
+// tests/python/test_dit_parity.py.
+#include "fusekit/rules/all.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "dit_model.hpp"
+#include "fusekit/graph/model_builder.hpp"
+
+namespace {
+
+using fusekit::dtype;
+using fusekit::model;
+using fusekit::build::model_builder;
+using fusekit::build::value;
+using target = fusekit::rewrite::options::target;
+
+// One attention block: MatMul(q, Transpose(k)) → [Cast] → Mul(scale) → Softmax → [Cast] → MatMul.
+struct block {
+  int opset = 17;
+  dtype type = dtype::float16;
+  bool casts = true;
+  std::int64_t softmax_axis = -1;
+  bool softmax_axis_given = true;
+  dtype widen_to = dtype::float32;
+  bool scale_is_input = false;
+  bool per_head_scale = false;
+  bool extra_softmax_reader = false;
+  bool scores_are_output = false;
+  dtype v_type = dtype::undefined;  // undefined: same as q
+  std::vector<std::int64_t> k_perm{0, 1, 3, 2};
+
+  model build() const {
+    model_builder b(opset);
+    const dtype vt = v_type == dtype::undefined ? type : v_type;
+    auto q = b.input("q", type, {1, 4, "S", 8});
+    auto k = b.input("k", type, {1, 4, "S", 8});
+    auto v = b.input("v", vt, {1, 4, "S", 8});
+    auto kt = b.op("Transpose", {k}, {{"perm", k_perm}}, {.name = "k_t"});
+    value s = b.op("MatMul", {q, kt}, {}, {.name = "scores"});
+    if (casts) s = b.op("Cast", {s}, {{"to", widen_to}}, {.name = "up"});
+    const dtype st = casts ? widen_to : type;
+    value scale = scale_is_input   ? b.input("scale", st, {})
+                  : per_head_scale ? b.initializer("scale", st, {1, 4, 1, 1}, {.5, .5, .5, .5})
+                                   : b.initializer("scale", st, {}, {100.0});
+    auto scaled = b.op("Mul", {s, scale}, {}, {.name = "scaled"});
+    auto p = softmax_axis_given
+                 ? b.op("Softmax", {scaled}, {{"axis", softmax_axis}}, {.name = "softmax"})
+                 : b.op("Softmax", {scaled}, {}, {.name = "softmax"});
+    if (casts) p = b.op("Cast", {p}, {{"to", type}}, {.name = "down"});
+    auto out = b.op("MatMul", {p, v}, {}, {.name = "context"});
+    b.output(out, type, {1, 4, "S", 8});
+    if (extra_softmax_reader) b.output(b.op("Neg", {p}, {}, {.name = "probe"}), type);
+    if (scores_are_output) b.output(s, st);
+    return b.build_model();
+  }
+};
+
+std::string bytes(const model& m) { return fusekit::detail::serialize_deterministic(m.proto); }
+
+// Fuses with the bundled rules; expects nothing to change and returns the one near miss.
+std::string near_miss(const block& spec, fusekit::rewrite::options opts = {}) {
+  model m = spec.build();
+  const std::string before = bytes(m);
+  const auto report = fusekit::rules::fuse_all(m, opts);
+  EXPECT_EQ(bytes(m), before);
+  EXPECT_TRUE(report.fusions.empty());
+  if (report.near_misses.size() != 1)
+    return "near misses: " + std::to_string(report.near_misses.size());
+  return report.near_misses[0].anchor + ": " + report.near_misses[0].reason;
+}
+
+std::vector<std::string> op_types(const model& m) {
+  std::vector<std::string> ops;
+  for (const auto& n : m.proto.graph().node()) ops.push_back(n.op_type());
+  return ops;
+}
+
+TEST(DitRule, FusesTheF5Block) {
+  model m = block{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto& f = report.fusions[0];
+  EXPECT_EQ(f.rule, "dit-attention");
+  EXPECT_EQ(f.params["scale"], 100.0);
+  EXPECT_EQ(f.params["num_heads"], 4);
+  EXPECT_EQ(f.params["casts_removed"], 2);
+  EXPECT_EQ(f.params["k_layout"], "BNSH");
+  EXPECT_EQ(f.removed,
+            (std::map<std::string, int>{
+                {"Cast", 2}, {"MatMul", 2}, {"Mul", 1}, {"Softmax", 1}, {"Transpose", 1}}));
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Transpose", "Reshape", "MultiHeadAttention",
+                                                   "Reshape", "Transpose"}));
+  EXPECT_EQ(m.proto.graph().node(4).output(0), "context");
+  fusekit::rewrite::check_invariants(m);
+  // A second run changes nothing.
+  const std::string once = bytes(m);
+  EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
+  EXPECT_EQ(bytes(m), once);
+}
+
+TEST(DitRule, FusesToStandardAttentionAtOpset23) {
+  block spec;
+  spec.opset = 23;
+  model m = spec.build();
+  fusekit::rewrite::options opts;
+  opts.fused_target = target::onnx;
+  const auto report = fusekit::rules::fuse_all(m, opts);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Attention"}));
+  // Attention reads K in BNSH: the graph's own k, once its Transpose is fused away.
+  EXPECT_EQ(m.proto.graph().node(0).input(1), "k");
+}
+
+TEST(DitRule, AnyFourDimensionalKeyIsKTransposed) {
+  block spec;
+  spec.k_perm = {0, 2, 1, 3};  // not a kᵀ layout: kt is then read as [B, N, H, L] itself
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["k_layout"], "BNHS");
+}
+
+// ---- near misses: each must leave the model as it was, and say why
+
+TEST(DitRule, NearMisses) {
+  block axis2;
+  axis2.softmax_axis = 2;  // softmax over the query axis is not attention
+  EXPECT_EQ(near_miss(axis2),
+            "MatMul 'context': input 0 of Cast 'down', input 0 of MatMul 'context': Softmax "
+            "'softmax': axis = 2, expected the last axis");
+
+  block opset11;
+  opset11.opset = 11;
+  opset11.softmax_axis_given = false;  // before opset 13 an absent axis is 1
+  EXPECT_EQ(near_miss(opset11),
+            "MatMul 'context': input 0 of Cast 'down', input 0 of MatMul 'context': Softmax "
+            "'softmax': axis = 1 (opset 11 default), expected the last axis");
+
+  block read_elsewhere;
+  read_elsewhere.extra_softmax_reader = true;  // fusing would drop a tensor Neg still reads
+  EXPECT_EQ(near_miss(read_elsewhere),
+            "MatMul 'context': output of Cast 'down' is also read by Neg 'probe', outside the "
+            "pattern");
+
+  block scores_out;
+  scores_out.scores_are_output = true;  // the model's caller reads the scores
+  EXPECT_EQ(near_miss(scores_out),
+            "MatMul 'context': output of Cast 'up' is a graph output, so it cannot be fused away");
+
+  block fed_scale;
+  fed_scale.scale_is_input = true;  // a scale fed at run time is no constant
+  EXPECT_EQ(near_miss(fed_scale),
+            "MatMul 'context': input 1 of Mul 'scaled', input 0 of Softmax 'softmax', input 0 of "
+            "Cast 'down', input 0 of MatMul 'context': expected constant scalar 'scale', graph "
+            "input 'scale' is not a constant");
+
+  block per_head;
+  per_head.per_head_scale = true;  // one scale per head is no scalar
+  EXPECT_EQ(near_miss(per_head),
+            "MatMul 'context': input 1 of Mul 'scaled', input 0 of Softmax 'softmax', input 0 of "
+            "Cast 'down', input 0 of MatMul 'context': expected constant scalar 'scale', "
+            "initializer 'scale' has 4 elements of float32");
+
+  block to_double;
+  to_double.widen_to = dtype::float64;  // not the f16 → f32 → f16 round trip
+  EXPECT_EQ(near_miss(to_double),
+            "MatMul 'context': the casts around Softmax are not a float16 → float32 → float16 "
+            "round trip");
+
+  block mixed;
+  mixed.v_type = dtype::float32;  // one fused op cannot take float16 q and float32 v
+  EXPECT_EQ(near_miss(mixed),
+            "MatMul 'context': q is float16 but v is float32; the fused op needs one dtype");
+
+  fusekit::rewrite::options onnx_target;
+  onnx_target.fused_target = target::onnx;  // Attention is opset 23; the model imports 17
+  EXPECT_EQ(near_miss(block{}, onnx_target),
+            "MatMul 'context': target onnx needs ai.onnx opset 23 for Attention; the model "
+            "imports 17 and fusekit does not raise it");
+}
+
+TEST(DitRule, HeadsComeFromTheHeadSplitWhenShapesAreMissing) {
+  // The sample trunk declares no intermediate shapes; heads come from Reshape(…, [0, 0, 4, 16]).
+  model m{fusekit::samples::make_dit_model({.layers = 2}), {}};
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 2u);
+  EXPECT_EQ(report.fusions[0].rule, "dit-attention-merged");
+  EXPECT_EQ(report.fusions[0].params["num_heads"], 4);
+  EXPECT_EQ(report.removed()["Cast"], 4);
+  fusekit::rewrite::check_invariants(m);
+}
+
+}  // namespace

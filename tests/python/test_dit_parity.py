@@ -1,0 +1,216 @@
+"""The DiT attention rules against ONNX Runtime: what `fusekit fuse` writes computes what it read.
+
+The ctest fixture (make_dit_variants, tests/dit/make_dit_variants.cpp) writes one unfused model per
+variant into FUSEKIT_MODEL_DIR/dit, with variants.json saying what the rules must make of each;
+FUSEKIT_CLI is the fusekit command line. For every variant and target (ort: com.microsoft
+MultiHeadAttention, onnx: ai.onnx Attention-23) this fuses the model with the CLI, then
+
+* blocks that must fuse: ONNX Runtime loads the fused model; it holds exactly the expected fused
+  ops and no Softmax, the casts around Softmax are gone, the report carries scale, num_heads and
+  casts_removed; on seeded random inputs its outputs match the original's (tolerances below), and
+  for float16 with a large scale it is at least as close to a float32 reference as the original;
+* near misses: the written model is byte for byte the input and the report names the reason.
+"""
+import json
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import numpy_helper
+
+MODEL_DIR = pathlib.Path(os.environ.get("FUSEKIT_MODEL_DIR", ".")) / "dit"
+CLI = os.environ.get("FUSEKIT_CLI", "")
+
+if not (MODEL_DIR / "variants.json").exists() or not CLI:
+    pytest.skip("needs the make_dit_variants fixture and FUSEKIT_CLI (run through ctest)",
+                allow_module_level=True)
+
+VARIANTS = json.loads((MODEL_DIR / "variants.json").read_text())["variants"]
+FUSED_OP = {"ort": ("com.microsoft", "MultiHeadAttention"), "onnx": ("", "Attention")}
+TARGET_NOTE = {"ort": "com.microsoft MultiHeadAttention", "onnx": "ai.onnx Attention"}
+
+# ---- tolerances
+# float32: the fused kernel reorders the same float32 arithmetic (a max-subtracted exp, sums over
+# at most a few hundred terms), a few ulps (1.2e-7) of each output.
+FP32_RTOL, FP32_ATOL = 1e-4, 1e-5
+# float16, scale <= 1: the unfused graph rounds to float16 the scores, the probabilities and the
+# output, each within half an ulp (2^-11 relative); the fused kernel rounds at other places. The
+# output is a convex combination of rows of v, so each rounding moves it by at most ~2^-11 of
+# max|v| (the probabilities) or of max|y| (the output), and a logit error e changes the
+# probabilities by a factor within exp(±e), e <= 2^-11·|logit| <= 2^-11·3 here. Sixteen float16
+# ulps (2^-10 each) of the output's magnitude covers those few roundings on both sides with room:
+# 1.6%, the "~1e-2 of the output's magnitude" of float16 comparisons.
+FP16_ULPS = 16
+# float16 with a large scale (F5-TTS multiplies by 100): the unfused graph rounds QKᵀ to float16
+# *before* scaling, so its logits carry errors of 100·ulp(|QKᵀ|), tens of percent in the
+# probabilities; comparing the fused model with it would only measure the original's error.
+# Both are measured against a float32 run of the same graph instead (every float16 tensor and cast
+# made float32), and the fused one must be no further from it than the original is, plus one
+# float16 ulp of the output's magnitude for the final rounding to float16.
+LARGE_SCALE_SLACK_ULPS = 1
+
+
+def cases(*, positive):
+    out = []
+    for v in VARIANTS:
+        if (v["fused"] > 0) != positive:
+            continue
+        for target in v["targets"]:
+            marks = []
+            if v.get("known_bug"):
+                marks.append(pytest.mark.xfail(strict=True, reason=v["known_bug"]))
+            out.append(pytest.param(v, target, id=f"{v['name']}-{target}", marks=marks))
+    return out
+
+
+def fuse(variant, target, tmp_path):
+    source = MODEL_DIR / variant["file"]
+    out = tmp_path / f"{variant['name']}.{target}.onnx"
+    report = tmp_path / f"{variant['name']}.{target}.json"
+    done = subprocess.run(
+        [CLI, "fuse", str(source), "-o", str(out), "--target", target, "--report", str(report),
+         "--quiet", *variant["args"]],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return source, out, json.loads(report.read_text())
+
+
+def session(model, optimize=True):
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if not optimize:
+        # The unfused graph as written: ONNX Runtime's own fusions (FusedMatMul, its attention
+        # fusion) would otherwise change what the reference computes.
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    if isinstance(model, onnx.ModelProto):
+        model = model.SerializeToString()
+    else:
+        model = str(model)
+    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+
+def feed_for(sess, variant, seed=0):
+    rng = np.random.default_rng(seed)
+    sizes = {"S": variant["seq_len"], "H": variant["num_heads"] or 2}
+    feed = {}
+    for info in sess.get_inputs():
+        dims = [d if isinstance(d, int) else sizes.get(d, variant["seq_len"]) for d in info.shape]
+        dtype = {"tensor(float16)": np.float16, "tensor(float)": np.float32}[info.type]
+        std = variant["input_std"].get(info.name, 1.0)
+        feed[info.name] = (std * rng.standard_normal(dims)).astype(dtype)
+    return feed
+
+
+def float32_twin(path):
+    """The same graph with every float16 tensor, input, output and cast made float32."""
+    model = onnx.load(str(path))
+    f16, f32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
+    graph = model.graph
+    for info in [*graph.input, *graph.output, *graph.value_info]:
+        if info.type.tensor_type.elem_type == f16:
+            info.type.tensor_type.elem_type = f32
+    for i, t in enumerate(graph.initializer):
+        if t.data_type == f16:
+            graph.initializer[i].CopyFrom(
+                numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
+    for node in graph.node:
+        for a in node.attribute:
+            if node.op_type == "Cast" and a.name == "to" and a.i == f16:
+                a.i = f32
+            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == f16:
+                a.t.CopyFrom(numpy_helper.from_array(
+                    numpy_helper.to_array(a.t).astype(np.float32), a.t.name))
+    return model
+
+
+_originals = {}
+
+
+def original_run(variant):
+    """The unfused model's outputs, its inputs and, for float16, its float32 twin's outputs."""
+    key = (variant["file"], variant["seq_len"], variant["num_heads"])
+    if key not in _originals:
+        path = MODEL_DIR / variant["file"]
+        sess = session(path, optimize=False)
+        feed = feed_for(sess, variant)
+        outputs = sess.run(None, feed)
+        reference = None
+        if variant["fp16_large_scale"] or any(x.dtype == np.float16 for x in outputs):
+            twin = session(float32_twin(path), optimize=False)
+            reference = twin.run(None, {k: x.astype(np.float32) for k, x in feed.items()})
+        _originals[key] = (feed, outputs, reference)
+    return _originals[key]
+
+
+def count(model, domain, op_type):
+    return sum(1 for n in model.graph.node if n.op_type == op_type and n.domain == domain)
+
+
+def max_abs(a, b):
+    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+
+
+@pytest.mark.parametrize("variant,target", cases(positive=True))
+def test_fuses_and_matches_the_original(variant, target, tmp_path):
+    source, out, report = fuse(variant, target, tmp_path)
+    original, fused = onnx.load(str(source)), onnx.load(str(out))
+
+    # The graph: exactly the expected fused ops, no Softmax, the casts around it gone.
+    domain, op_type = FUSED_OP[target]
+    assert count(fused, domain, op_type) == variant["fused"]
+    assert count(fused, "", "Softmax") == 0
+    assert count(fused, "", "Cast") == count(original, "", "Cast") - variant["casts_removed"]
+    if target == "onnx":
+        onnx.checker.check_model(fused, full_check=True)
+
+    # The report: one match per block, by the expected rule, with its parameters.
+    matches = [(r["name"], m) for r in report["rules"] for m in r["matches"]]
+    assert len(matches) == variant["fused"]
+    assert report["removed"].get("Cast", 0) == variant["casts_removed"]
+    assert report["removed"].get("Softmax", 0) == variant["fused"]
+    for rule, m in matches:
+        assert rule == variant["rule"]
+        params = m["params"]
+        # The scale the model stores: a float16 scalar is 1/sqrt(d) rounded to 11 bits.
+        assert params["scale"] == pytest.approx(variant["scale"], rel=2**-11)
+        assert params["num_heads"] == variant["num_heads"]
+        assert params["casts_removed"] == variant["casts_removed"] // variant["fused"]
+        assert params["target"] == TARGET_NOTE[target]
+
+    # The numbers.
+    feed, expected, reference = original_run(variant)
+    got = session(out).run(None, feed)
+    assert len(got) == len(expected)
+    for y, x, ref in zip(got, expected, reference or [None] * len(got)):
+        assert y.shape == x.shape and y.dtype == x.dtype
+        assert np.isfinite(y.astype(np.float32)).all()
+        if x.dtype == np.float32:
+            np.testing.assert_allclose(y, x, rtol=FP32_RTOL, atol=FP32_ATOL)
+        elif variant["fp16_large_scale"]:
+            ulp = 2.0**-10 * float(np.max(np.abs(ref)))
+            fused_error, original_error = max_abs(y, ref), max_abs(x, ref)
+            assert fused_error <= original_error + LARGE_SCALE_SLACK_ULPS * ulp, (
+                f"fused is {fused_error:.3g} from the float32 reference, the original "
+                f"{original_error:.3g}")
+        else:
+            ulp = 2.0**-10 * float(np.max(np.abs(ref)))
+            assert max_abs(y, x) <= FP16_ULPS * ulp
+
+
+@pytest.mark.parametrize("variant,target", cases(positive=False))
+def test_near_miss_leaves_the_model_alone(variant, target, tmp_path):
+    source, out, report = fuse(variant, target, tmp_path)
+    assert out.read_bytes() == source.read_bytes()
+    assert all(not r["matches"] for r in report["rules"])
+    reasons = [n["reason"] for r in report["rules"] for n in r["near_misses"]]
+    assert any(variant["near_miss"] in reason for reason in reasons), reasons
+
+
+@pytest.mark.parametrize("variant", [pytest.param(v, id=v["name"]) for v in VARIANTS
+                                     if v["file"] == v["name"] + ".onnx"])
+def test_variant_is_a_valid_model(variant):
+    onnx.checker.check_model(str(MODEL_DIR / variant["file"]), full_check=True)
