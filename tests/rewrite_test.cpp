@@ -25,8 +25,8 @@ using fusekit::rewrite::verdict;
 struct double_negation {
   static constexpr std::string_view name = "double-negation";
   static constexpr auto pattern = op<"Neg">(op<"Neg">(capture<"x">));
-  static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.value(get<"x">(m)));
+  static void emit(const graph&, const auto& m, emitter& e) {
+    e.replace_root(e.value(get<"x">(m)));
   }
 };
 
@@ -40,9 +40,9 @@ struct silu {
                          ", QuickGelu needs a float type");
     return verdict::yes();
   }
-  static void emit(const graph& g, const auto& m, emitter& e) {
+  static void emit(const graph&, const auto& m, emitter& e) {
     const auto out = e.op("QuickGelu", {e.value(get<"x">(m))}, {{"alpha", 1.0}}, "com.microsoft");
-    e.replace(g.output(m.root(), 0), out);
+    e.replace_root(out);
     e.note("activation", "silu");
   }
 };
@@ -62,15 +62,15 @@ struct relu_to_abs {
   static constexpr std::string_view name = "relu-to-abs";
   static constexpr int priority = 1;
   static constexpr auto pattern = op<"Relu">(capture<"x">);
-  static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.op("Abs", {e.value(get<"x">(m))}));
+  static void emit(const graph&, const auto& m, emitter& e) {
+    e.replace_root(e.op("Abs", {e.value(get<"x">(m))}));
   }
 };
 struct relu_to_neg {
   static constexpr std::string_view name = "relu-to-neg";
   static constexpr auto pattern = op<"Relu">(capture<"x">);
-  static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.op("Neg", {e.value(get<"x">(m))}));
+  static void emit(const graph&, const auto& m, emitter& e) {
+    e.replace_root(e.op("Neg", {e.value(get<"x">(m))}));
   }
 };
 
@@ -78,8 +78,8 @@ struct relu_to_neg {
 struct neg_of_relu {
   static constexpr std::string_view name = "neg-of-relu";
   static constexpr auto pattern = op<"Neg">(op<"Relu">(capture<"x">).multi_use());
-  static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.op("Abs", {e.value(get<"x">(m))}));
+  static void emit(const graph&, const auto& m, emitter& e) {
+    e.replace_root(e.op("Abs", {e.value(get<"x">(m))}));
   }
 };
 
@@ -87,8 +87,8 @@ struct neg_of_relu {
 struct drop_scale {
   static constexpr std::string_view name = "drop-scale";
   static constexpr auto pattern = op<"Mul">(capture<"x">, constant_scalar<"s">.value(1.0));
-  static void emit(const graph& g, const auto& m, emitter& e) {
-    e.replace(g.output(m.root(), 0), e.value(get<"x">(m)));
+  static void emit(const graph&, const auto& m, emitter& e) {
+    e.replace_root(e.value(get<"x">(m)));
   }
 };
 

@@ -32,8 +32,8 @@ struct gelu {
   static constexpr auto pattern =
       any_of(mul(mul(x, half), cdf), mul(mul(x, cdf), half), mul(x, mul(cdf, half))).bind<"form">();
 
-  static void emit(const fusekit::graph& g, const auto& m, fusekit::rewrite::emitter& e) {
-    e.replace(g.output(m.root(), 0), e.op("Gelu", {e.value(get<"x">(m))}, {}, "com.microsoft"));
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.op("Gelu", {e.value(get<"x">(m))}, {}, "com.microsoft"));
     e.note("form", get<"form">(m));
   }
 };

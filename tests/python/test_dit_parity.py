@@ -46,31 +46,75 @@ FP32_RTOL, FP32_ATOL = 1e-4, 1e-5
 # 1.6%, the "~1e-2 of the output's magnitude" of float16 comparisons.
 FP16_ULPS = 16
 # float16 with a large scale (F5-TTS multiplies by 100): the unfused graph rounds QKᵀ to float16
-# *before* scaling, so its logits carry errors of 100·ulp(|QKᵀ|), tens of percent in the
-# probabilities; comparing the fused model with it would only measure the original's error.
+# before scaling, so each logit is off by up to 2^-11 of its size, a logit of 20 by 0.01, and
+# the probabilities by as much relative; a direct comparison would measure the original's error.
 # Both are measured against a float32 run of the same graph instead (every float16 tensor and cast
-# made float32), and the fused one must be no further from it than the original is, plus one
-# float16 ulp of the output's magnitude for the final rounding to float16.
-LARGE_SCALE_SLACK_ULPS = 1
+# made float32, the same rounded weights and inputs), and the fused model must be no further from
+# it than the original is, plus half a float16 ulp of the output's magnitude (2^-11 relative): both
+# round their output to float16, and one rounding may go the other way.
+LARGE_SCALE_SLACK = 2.0**-11
+
+# Expected failures, each strict: the day the cause is fixed the test passes, fails as XPASS, and
+# the entry goes. Keyed by (variant, target); "*" for every target.
+#
+# Causes in ONNX Runtime (1.23.2, CPU): the fused model is right by the ONNX spec.
+ORT_ISSUES = {
+    ("op23_fp16_cast_scale100", "onnx"):
+        "onnxruntime CPU Attention-23 ignores softmax_precision for float16 (the same output "
+        "with and without softmax_precision=1): its scaled scores and probabilities stay in "
+        "float16, here ~30x further from the float32 reference than the unfused F5-TTS graph",
+}
+# Causes in fusekit, reported to the rule's owners; the test states the behaviour they must reach.
+FUSEKIT_BUGS = {
+    ("kt_shared_rank3", "*"):
+        "fusekit bug: dit guard does not check that kᵀ is 4-D; a [H, D, L] kᵀ broadcast over the "
+        "batch fuses into Transpose(perm 0,1,3,2) of a 3-D tensor, which ONNX Runtime rejects",
+    ("kt_batch1_broadcast", "*"):
+        "fusekit bug: dit guard does not check kᵀ's batch against q's; a [1, H, D, L] kᵀ "
+        "broadcast to batch 2 fuses, and MultiHeadAttention fails at run time (batch_size)",
+    ("multi_query_broadcast", "*"):
+        "fusekit bug: dit guard does not check the key/value heads against q's; one kᵀ/v head "
+        "broadcast to 4 fuses into a MultiHeadAttention that fails at run time",
+    ("op23_multi_query_broadcast", "ort"):
+        "fusekit bug: as multi_query_broadcast (target onnx handles it: Attention-23 is GQA)",
+    ("softmax_axis3_opset11", "*"):
+        "fusekit limitation: last_axis accepts a non-negative axis only when the Softmax input's "
+        "shape is declared, which an intermediate value's never is, so axis=3 of 4 does not fuse "
+        "(and no near miss is reported)",
+}
+# Near misses that stay unfused and unchanged, as they must, but whose report is wrong.
+FUSEKIT_REPORT_BUGS = {
+    ("softmax_axis2", "*"):
+        "fusekit bug: a Softmax axis failure inside optional<Cast>(Softmax) ties with the "
+        "optional Cast's 'expected Cast, found Softmax' at the same depth and loses; un-merged, "
+        "the block is not reported at all (depth 1 < near_miss_depth 2)",
+    ("softmax_default_axis_opset11", "*"):
+        "fusekit bug: as softmax_axis2; 'axis = 1 (opset 11 default)' never reaches the report",
+}
 
 
-def cases(*, positive):
+def expected_failure(table, name, target):
+    return table.get((name, target)) or table.get((name, "*"))
+
+
+def cases(*, positive, tables):
     out = []
     for v in VARIANTS:
         if (v["fused"] > 0) != positive:
             continue
         for target in v["targets"]:
-            marks = []
-            if v.get("known_bug"):
-                marks.append(pytest.mark.xfail(strict=True, reason=v["known_bug"]))
+            reasons = [r for t in tables if (r := expected_failure(t, v["name"], target))]
+            marks = [pytest.mark.xfail(strict=True, raises=AssertionError, reason=r)
+                     for r in reasons[:1]]
             out.append(pytest.param(v, target, id=f"{v['name']}-{target}", marks=marks))
     return out
 
 
-def fuse(variant, target, tmp_path):
-    source = MODEL_DIR / variant["file"]
-    out = tmp_path / f"{variant['name']}.{target}.onnx"
-    report = tmp_path / f"{variant['name']}.{target}.json"
+def fuse(variant, target, tmp_path, source=None):
+    """Runs `fusekit fuse` on the variant's model (or `source`): (input, output, report)."""
+    source = source or MODEL_DIR / variant["file"]
+    out = tmp_path / f"{source.stem}.{target}.onnx"
+    report = tmp_path / f"{source.stem}.{target}.json"
     done = subprocess.run(
         [CLI, "fuse", str(source), "-o", str(out), "--target", target, "--report", str(report),
          "--quiet", *variant["args"]],
@@ -150,11 +194,16 @@ def count(model, domain, op_type):
     return sum(1 for n in model.graph.node if n.op_type == op_type and n.domain == domain)
 
 
+def fused_roots(report):
+    return [f"{r['name']}: {m['root']}" for r in report["rules"] for m in r["matches"]]
+
+
 def max_abs(a, b):
     return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
 
 
-@pytest.mark.parametrize("variant,target", cases(positive=True))
+@pytest.mark.parametrize("variant,target",
+                         cases(positive=True, tables=[ORT_ISSUES, FUSEKIT_BUGS]))
 def test_fuses_and_matches_the_original(variant, target, tmp_path):
     source, out, report = fuse(variant, target, tmp_path)
     original, fused = onnx.load(str(source)), onnx.load(str(out))
@@ -191,9 +240,9 @@ def test_fuses_and_matches_the_original(variant, target, tmp_path):
         if x.dtype == np.float32:
             np.testing.assert_allclose(y, x, rtol=FP32_RTOL, atol=FP32_ATOL)
         elif variant["fp16_large_scale"]:
-            ulp = 2.0**-10 * float(np.max(np.abs(ref)))
+            slack = LARGE_SCALE_SLACK * float(np.max(np.abs(ref)))
             fused_error, original_error = max_abs(y, ref), max_abs(x, ref)
-            assert fused_error <= original_error + LARGE_SCALE_SLACK_ULPS * ulp, (
+            assert fused_error <= original_error + slack, (
                 f"fused is {fused_error:.3g} from the float32 reference, the original "
                 f"{original_error:.3g}")
         else:
@@ -201,11 +250,26 @@ def test_fuses_and_matches_the_original(variant, target, tmp_path):
             assert max_abs(y, x) <= FP16_ULPS * ulp
 
 
-@pytest.mark.parametrize("variant,target", cases(positive=False))
+    # A fixed point: fusing the fused model again changes nothing.
+    _, again, report = fuse(variant, target, tmp_path, source=out)
+    assert not fused_roots(report)
+    assert again.read_bytes() == out.read_bytes()
+    # Passed: the fused copies (184 MB for the 22-layer trunk) need not outlive the test.
+    out.unlink()
+    again.unlink()
+
+
+@pytest.mark.parametrize("variant,target", cases(positive=False, tables=[FUSEKIT_BUGS]))
 def test_near_miss_leaves_the_model_alone(variant, target, tmp_path):
     source, out, report = fuse(variant, target, tmp_path)
+    assert not fused_roots(report)
     assert out.read_bytes() == source.read_bytes()
-    assert all(not r["matches"] for r in report["rules"])
+
+
+@pytest.mark.parametrize("variant,target",
+                         cases(positive=False, tables=[FUSEKIT_BUGS, FUSEKIT_REPORT_BUGS]))
+def test_near_miss_is_reported(variant, target, tmp_path):
+    _, _, report = fuse(variant, target, tmp_path)
     reasons = [n["reason"] for r in report["rules"] for n in r["near_misses"]]
     assert any(variant["near_miss"] in reason for reason in reasons), reasons
 

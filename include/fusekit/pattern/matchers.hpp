@@ -314,9 +314,12 @@ inline void not_constant(std::string& m, const graph& g, std::string_view what,
     m += describe_value(g, v) + " is not a constant";
 }
 
-inline void wrong_scalar(std::string& m, std::string_view name, double found, double expected) {
-  m += "constant scalar '" + std::string(name) + "' is " + number_text(found) + ", expected " +
-       number_text(expected);
+// A float32 or half constant prints as the float it is (0.6, not 0.6000000238418579).
+inline void wrong_scalar(std::string& m, std::string_view name, double found, double expected,
+                         dtype type) {
+  const bool single = type == dtype::float32 || type == dtype::float16 || type == dtype::bfloat16;
+  m += "constant scalar '" + std::string(name) + "' is " + number_text(found, single) +
+       ", expected " + number_text(expected);
 }
 }  // namespace detail
 
@@ -352,8 +355,9 @@ struct constant_scalar_t : value_predicates<constant_scalar_t<Name>> {
       return false;
     }
     if (has_expected && !(std::abs(*found - expected) <= tolerance)) {
-      c.fail(where, c.g.producer(v),
-             [&](std::string& m) { detail::wrong_scalar(m, Name.view(), *found, expected); });
+      c.fail(where, c.g.producer(v), [&](std::string& m) {
+        detail::wrong_scalar(m, Name.view(), *found, expected, c.g.type(v));
+      });
       return false;
     }
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());

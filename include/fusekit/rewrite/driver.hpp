@@ -85,7 +85,7 @@ void try_rule(const graph& g, const options& opts, name_pool& names, std::vector
                                  describe_all(g, m.nodes()), g.describe(n)});
       continue;
     }
-    auto edit = std::make_unique<emitter>(g, opts, names, std::string(R::name));
+    auto edit = std::make_unique<emitter>(g, n, opts, names, std::string(R::name));
     try {
       R::emit(g, m, *edit);
     } catch (const std::exception& e) {

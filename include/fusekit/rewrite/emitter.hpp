@@ -68,8 +68,8 @@ class name_pool {
 
 class emitter {
  public:
-  emitter(const graph& g, const options& opts, name_pool& names, std::string stem)
-      : graph_(&g), options_(&opts), names_(&names), stem_(std::move(stem)) {}
+  emitter(const graph& g, node_id root, const options& opts, name_pool& names, std::string stem)
+      : graph_(&g), root_(root), options_(&opts), names_(&names), stem_(std::move(stem)) {}
 
   const graph& source() const { return *graph_; }
   const rewrite::options& options() const { return *options_; }
@@ -115,6 +115,10 @@ class emitter {
   void replace(value_id old, std::string replacement) {
     replacements_.emplace_back(old, std::move(replacement));
   }
+  // The usual case: `replacement` takes the place of the root's first output.
+  void replace_root(std::string replacement) {
+    replace(graph_->output(root_, 0), std::move(replacement));
+  }
 
   // A parameter of this fusion for the report: scale, heads, layout, casts removed …
   void note(std::string key, nlohmann::json value) { notes_[std::move(key)] = std::move(value); }
@@ -129,6 +133,7 @@ class emitter {
 
  private:
   const graph* graph_;
+  node_id root_;
   const rewrite::options* options_;
   name_pool* names_;
   std::string stem_;

@@ -158,7 +158,7 @@ struct dit_attention_merged {
     return dit::guard(g, m, opts);
   }
   static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
-    e.replace(g.output(m.root(), 0), dit::attend(g, m, e, true));
+    e.replace_root(dit::attend(g, m, e, true));
   }
 };
 
@@ -170,7 +170,7 @@ struct dit_attention {
     return dit::guard(g, m, opts);
   }
   static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
-    e.replace(g.output(m.root(), 0), dit::attend(g, m, e, false));
+    e.replace_root(dit::attend(g, m, e, false));
   }
 };
 
