@@ -64,33 +64,6 @@ ORT_ISSUES = {
         "with and without softmax_precision=1): its scaled scores and probabilities stay in "
         "float16, here ~30x further from the float32 reference than the unfused F5-TTS graph",
 }
-# Causes in fusekit, reported to the rule's owners; the test states the behaviour they must reach.
-FUSEKIT_BUGS = {
-    ("kt_shared_rank3", "*"):
-        "fusekit bug: dit guard does not check that kᵀ is 4-D; a [H, D, L] kᵀ broadcast over the "
-        "batch fuses into Transpose(perm 0,1,3,2) of a 3-D tensor, which ONNX Runtime rejects",
-    ("kt_batch1_broadcast", "*"):
-        "fusekit bug: dit guard does not check kᵀ's batch against q's; a [1, H, D, L] kᵀ "
-        "broadcast to batch 2 fuses, and MultiHeadAttention fails at run time (batch_size)",
-    ("multi_query_broadcast", "*"):
-        "fusekit bug: dit guard does not check the key/value heads against q's; one kᵀ/v head "
-        "broadcast to 4 fuses into a MultiHeadAttention that fails at run time",
-    ("op23_multi_query_broadcast", "ort"):
-        "fusekit bug: as multi_query_broadcast (target onnx handles it: Attention-23 is GQA)",
-    ("softmax_axis3_opset11", "*"):
-        "fusekit limitation: last_axis accepts a non-negative axis only when the Softmax input's "
-        "shape is declared, which an intermediate value's never is, so axis=3 of 4 does not fuse "
-        "(and no near miss is reported)",
-}
-# Near misses that stay unfused and unchanged, as they must, but whose report is wrong.
-FUSEKIT_REPORT_BUGS = {
-    ("softmax_axis2", "*"):
-        "fusekit bug: a Softmax axis failure inside optional<Cast>(Softmax) ties with the "
-        "optional Cast's 'expected Cast, found Softmax' at the same depth and loses; un-merged, "
-        "the block is not reported at all (depth 1 < near_miss_depth 2)",
-    ("softmax_default_axis_opset11", "*"):
-        "fusekit bug: as softmax_axis2; 'axis = 1 (opset 11 default)' never reaches the report",
-}
 
 
 def expected_failure(table, name, target):
@@ -203,7 +176,7 @@ def max_abs(a, b):
 
 
 @pytest.mark.parametrize("variant,target",
-                         cases(positive=True, tables=[ORT_ISSUES, FUSEKIT_BUGS]))
+                         cases(positive=True, tables=[ORT_ISSUES]))
 def test_fuses_and_matches_the_original(variant, target, tmp_path):
     source, out, report = fuse(variant, target, tmp_path)
     original, fused = onnx.load(str(source)), onnx.load(str(out))
@@ -259,7 +232,7 @@ def test_fuses_and_matches_the_original(variant, target, tmp_path):
     again.unlink()
 
 
-@pytest.mark.parametrize("variant,target", cases(positive=False, tables=[FUSEKIT_BUGS]))
+@pytest.mark.parametrize("variant,target", cases(positive=False, tables=[]))
 def test_near_miss_leaves_the_model_alone(variant, target, tmp_path):
     source, out, report = fuse(variant, target, tmp_path)
     assert not fused_roots(report)
@@ -267,7 +240,7 @@ def test_near_miss_leaves_the_model_alone(variant, target, tmp_path):
 
 
 @pytest.mark.parametrize("variant,target",
-                         cases(positive=False, tables=[FUSEKIT_BUGS, FUSEKIT_REPORT_BUGS]))
+                         cases(positive=False, tables=[]))
 def test_near_miss_is_reported(variant, target, tmp_path):
     _, _, report = fuse(variant, target, tmp_path)
     reasons = [n["reason"] for r in report["rules"] for n in r["near_misses"]]

@@ -47,7 +47,8 @@ enum class use_policy : std::uint8_t {
 // The deepest failure of a match attempt: where and why, and the nodes matched up to there.
 struct explanation {
   bool failed = false;
-  std::size_t depth = 0;  // nodes matched when it failed
+  std::size_t depth = 0;     // nodes matched when it failed
+  std::size_t progress = 0;  // 2·depth, +1 when it failed inside a node whose op type matched
   std::string message;
   std::vector<node_id> matched;
   node_id failing_node = no_id;  // the node the message is about, when there is one
@@ -144,12 +145,16 @@ class reason_ref {
 };
 
 // Keeps the failure if it is the deepest so far (ties: the first one found).
+// "Deepest" counts a failure on a node whose op type matched (a Softmax with the wrong axis) as
+// further than one at a node of the wrong type in the same place (an absent optional Cast).
 [[gnu::cold]] inline void record_failure(explanation& sink, const graph& g, const site* where,
                                          node_id about, std::span<const matched_entry> matched,
-                                         reason_ref reason) {
-  if (sink.failed && matched.size() <= sink.depth) return;
+                                         bool in_node, reason_ref reason) {
+  const std::size_t progress = 2 * matched.size() + (in_node ? 1 : 0);
+  if (sink.failed && progress <= sink.progress) return;
   sink.failed = true;
   sink.depth = matched.size();
+  sink.progress = progress;
   sink.failing_node = about;
   sink.message.clear();
   for (const site* s = where; s != nullptr; s = s->parent) {
@@ -236,12 +241,14 @@ class context {
   std::array<slot, slot_count> slots{};
   std::array<matched_entry, Depth> matched{};
   std::size_t matched_count = 0;
+  bool in_node = false;  // checking a node whose op type matched, before it counts as matched
 
   // Records a failure if it is the deepest so far. `reason` is only called when explaining.
   template <class Reason>
   void fail(const site* where, node_id about, Reason&& reason) {
     if (sink != nullptr)
-      record_failure(*sink, g, where, about, {matched.data(), matched_count}, reason_ref(reason));
+      record_failure(*sink, g, where, about, {matched.data(), matched_count}, in_node,
+                     reason_ref(reason));
   }
 
   void push(node_id n, use_policy policy, bool root) {

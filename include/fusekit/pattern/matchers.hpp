@@ -505,17 +505,22 @@ struct op_pattern {
   bool match_node(C& c, const site* where, node_id n, bool root, continuation rest) const {
     std::size_t given = c.g.inputs(n).size();
     while (given > 0 && c.g.input(n, given - 1) == no_id) --given;
+    c.in_node = true;
     if (given != arity) {
       c.fail(where, n, [&](std::string& m) { message::wrong_arity(m, c.g, n, given, arity); });
+      c.in_node = false;
       return false;
     }
     const value_id out = c.g.output(n, slot);
-    return apply_all(preds, c, where, n, out, [&] {
+    const bool ok = apply_all(preds, c, where, n, out, [&] {
+      c.in_node = false;
       c.push(n, policy, root);
-      const bool ok = match_inputs(c, where, n, rest);
+      const bool inputs_ok = match_inputs(c, where, n, rest);
       c.pop();
-      return ok;
+      return inputs_ok;
     });
+    c.in_node = false;
+    return ok;
   }
 
   void describe(std::string& out) const {

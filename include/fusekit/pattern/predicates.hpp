@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/rank.hpp"
 #include "fusekit/pattern/context.hpp"
 
 namespace fusekit::pattern {
@@ -209,16 +210,16 @@ struct string_is {
   }
 };
 
-// The last axis of the node's first input: -1, or rank-1 when the rank is known. Before opset 13
+// The last axis of the node's first input: -1, or rank-1 when the rank is declared or implied by
+// the ops that made the input (fusekit::rank_of). Before opset 13
 // Softmax flattens to 2-D at `axis`, which equals a last-axis softmax exactly when axis is last.
 struct last_axis_t {
   void describe(std::string& out) const { out += "the last axis"; }
   bool accepts(const graph& g, node_id n, const onnx::AttributeProto& a) const {
     if (a.type() != onnx::AttributeProto::INT) return false;
     if (a.i() == -1) return true;
-    const value_id in = g.input(n, 0);
-    const auto& shape = g.shape(in);
-    return in != no_id && shape.known && a.i() == std::int64_t(shape.rank()) - 1;
+    const auto rank = rank_of(g, g.input(n, 0));
+    return rank && a.i() == std::int64_t(*rank) - 1;
   }
 };
 inline constexpr last_axis_t last_axis{};

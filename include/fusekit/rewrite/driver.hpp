@@ -71,8 +71,9 @@ void try_rule(const graph& g, const options& opts, name_pool& names, std::vector
     if (!m) {
       pattern::explanation why;
       pattern::match(R::pattern, g, n, &why);
-      // A failure on the anchor's own inputs is no near miss: most anchors are unrelated nodes.
-      if (opts.explain || why.depth >= near_miss_depth<R>())
+      // A near miss got as far as the op type of the rule's near_miss_depth-th node. Failing
+      // before that, on the anchor's own inputs, is not one: most anchors are unrelated nodes.
+      if (opts.explain || why.progress + 1 >= 2 * near_miss_depth<R>())
         out.near_misses.push_back(
             {std::string(R::name), g.describe(n), why.message, why.depth,
              describe_all(g, why.matched),

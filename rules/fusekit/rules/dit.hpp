@@ -33,7 +33,7 @@ using namespace pattern;
 inline constexpr auto k_transposed =
     any_of(op<"Transpose">(capture<"k_bnsh">).attr<"perm">(ints(0, 1, 3, 2)),
            op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), capture<"kt">);
-inline constexpr auto scores = op<"MatMul">(capture<"q">, k_transposed);
+inline constexpr auto scores = op<"MatMul">(capture<"q">, k_transposed).bind<"scores">();
 inline constexpr auto widened = optional<"Cast">(scores).bind<"up">();
 inline constexpr auto scaled = any_of(commutative(op<"Mul">(widened, constant_scalar<"scale">)),
                                       op<"Div">(widened, constant_scalar<"divisor">));
@@ -69,8 +69,24 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
       return verdict::no("the casts around Softmax are not a " + std::string(dtype_name(t)) +
                          " → float32 → " + std::string(dtype_name(t)) + " round trip");
   }
-  if (rank_of(g, q) != 4u || rank_of(g, v) != 4u)
-    return verdict::no("q and v cannot be proven 4-D [batch, heads, sequence, head size]");
+  const value_id kt = g.input(get<"scores">(m), 1);
+  if (rank_of(g, q) != 4u || rank_of(g, kt) != 4u || rank_of(g, v) != 4u)
+    return verdict::no("q, kᵀ and v cannot be proven 4-D [batch, heads, sequence, head size]");
+  for (const value_id other : {kt, v})
+    if (dims_may_differ(g, q, other, 0))
+      return verdict::no("q and " + std::string(other == v ? "v" : "kᵀ") +
+                         " may differ in batch (dim 0): the MatMul broadcasts, the fused op "
+                         "does not");
+  const bool kv_heads_differ = dims_may_differ(g, q, kt, 1) || dims_may_differ(g, q, v, 1);
+  const auto q_heads = heads_of(g, q), kv_heads = heads_of(g, kt);
+  if (kv_heads_differ || (q_heads && kv_heads && *q_heads != *kv_heads)) {
+    const bool grouped =
+        opts.fused_target == rewrite::options::target::onnx && !dims_may_differ(g, kt, v, 1);
+    if (!grouped)
+      return verdict::no(
+          "q and k/v may differ in heads (dim 1); MultiHeadAttention needs the "
+          "same heads for all three (target onnx takes grouped key/value heads)");
+  }
   if (!heads_of(g, q) && !heads_of(g, v) && opts.num_heads == 0)
     return verdict::no(
         "the head count is not in the model (no shapes, no head-split Reshape); "
@@ -150,7 +166,7 @@ struct dit_attention_merged {
   static constexpr auto pattern = dit::merged;
 
   static rewrite::verdict guard(const graph& g, const auto& m, const rewrite::options& opts) {
-    const auto shape = detail::constant_ints(g, g.input(m.root(), 1));
+    const auto shape = constant_ints(g, g.input(m.root(), 1));
     if (!shape || shape->size() != 3 || (*shape)[0] != 0 || (*shape)[1] != 0)
       return rewrite::verdict::no(
           "the head merge does not reshape to (batch, sequence, hidden) "

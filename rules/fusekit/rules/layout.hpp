@@ -6,54 +6,13 @@
 #include <optional>
 
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/rank.hpp"
 
 namespace fusekit::rules {
 
-namespace detail {
-
-// Ops whose output has the shape of their (broadcast) inputs: walking through them keeps the
-// layout (RoPE's Mul/Add/Neg, casts, scalings).
-inline bool keeps_layout(const graph& g, node_id n) {
-  static constexpr std::string_view ops[] = {"Add",      "Sub",  "Mul",  "Div",  "Neg",    "Cast",
-                                             "Identity", "Sqrt", "Relu", "Tanh", "Sigmoid"};
-  if (!g.domain(n).empty()) return false;
-  for (std::string_view op : ops)
-    if (g.op_type(n) == op) return true;
-  return false;
-}
-
-inline std::optional<std::vector<std::int64_t>> constant_ints(const graph& g, value_id v) {
-  const onnx::TensorProto* t = v == no_id ? nullptr : g.constant_tensor(v);
-  if (t == nullptr) return std::nullopt;
-  const tensor_values values(*t, g.file().parent_path());
-  if (!values.is_numeric()) return std::nullopt;
-  std::vector<std::int64_t> out;
-  for (std::int64_t i = 0; i < values.size(); ++i) out.push_back(values.as_int64(i));
-  return out;
-}
-
-}  // namespace detail
-
-// The rank of `v`: declared, or implied by the Transpose/Reshape that produced it.
-inline std::optional<std::size_t> rank_of(const graph& g, value_id v, int depth = 0) {
-  if (v == no_id || depth > 16) return std::nullopt;
-  if (g.shape(v).known) return g.shape(v).rank();
-  const node_id n = g.producer(v);
-  if (n == no_id) return std::nullopt;
-  if (g.op_type(n) == "Transpose") {
-    if (const auto perm = g.attribute_ints(n, "perm")) return perm->size();
-    return rank_of(g, g.input(n, 0), depth + 1);
-  }
-  if (g.op_type(n) == "Reshape") {
-    if (const auto shape = detail::constant_ints(g, g.input(n, 1))) return shape->size();
-    return std::nullopt;
-  }
-  if (!detail::keeps_layout(g, n)) return std::nullopt;
-  std::optional<std::size_t> rank;
-  for (value_id in : g.inputs(n))
-    if (const auto r = rank_of(g, in, depth + 1)) rank = std::max(rank.value_or(0), *r);
-  return rank;
-}
+using fusekit::constant_ints;
+using fusekit::keeps_layout;
+using fusekit::rank_of;
 
 // Heads of a [B, N, S, H] tensor: dim 1 when declared, else N from the head-split
 // Transpose(0,2,1,3)(Reshape(x, [.., .., N, H])) that made it.
@@ -70,16 +29,29 @@ inline std::optional<std::int64_t> heads_of(const graph& g, value_id v, int dept
     const node_id split = g.producer(in);
     // Output dim 1 is input dim perm[1]: the head count when the input is [B, S, N, H].
     if ((*perm)[1] == 2 && split != no_id && g.op_type(split) == "Reshape")
-      if (const auto dims = detail::constant_ints(g, g.input(split, 1));
+      if (const auto dims = constant_ints(g, g.input(split, 1));
           dims && dims->size() == 4 && (*dims)[2] > 0)
         return (*dims)[2];
     if ((*perm)[1] == 1) return heads_of(g, in, depth + 1);
     return std::nullopt;
   }
-  if (!detail::keeps_layout(g, n)) return std::nullopt;
+  if (!keeps_layout(g, n)) return std::nullopt;
   for (value_id in : g.inputs(n))
     if (const auto h = heads_of(g, in, depth + 1)) return h;
   return std::nullopt;
+}
+
+// Whether dimension i of a and b is declared different, or may broadcast (a declared 1 against
+// anything else): MatMul allows that, the fused attention ops do not.
+inline bool dims_may_differ(const graph& g, value_id a, value_id b, std::size_t i) {
+  const auto& sa = g.shape(a);
+  const auto& sb = g.shape(b);
+  if (!sa.known || !sb.known || sa.rank() <= i || sb.rank() <= i) return false;
+  const dim& x = sa.dims[i];
+  const dim& y = sb.dims[i];
+  if (x.is_static() && y.is_static()) return x.size != y.size;
+  if (x.is_symbolic() && y.is_symbolic()) return x.symbol != y.symbol;
+  return (x.is_static() && x.size == 1) || (y.is_static() && y.size == 1);
 }
 
 }  // namespace fusekit::rules
