@@ -183,6 +183,37 @@ TEST(DitRule, NearMisses) {
             "imports 17 and fusekit does not raise it");
 }
 
+TEST(DitRule, TheMergedBlockKeepsWhatItsReplacementReads) {
+  // Target onnx re-creates the head merge from the original shape, here a Constant node: the
+  // Constant must outlive the Reshape it fed.
+  model_builder b(23);
+  auto q = b.input("q", dtype::float32, {1, 4, "S", 8});
+  auto kt = b.input("kt", dtype::float32, {1, 4, 8, "S"});
+  auto v = b.input("v", dtype::float32, {1, 4, "S", 8});
+  auto p = b.op("Softmax", {b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float32, 0.5)})},
+                {{"axis", -1}});
+  auto context = b.op("Transpose", {b.op("MatMul", {p, v})},
+                      {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  auto merged = b.op("Reshape", {context, b.constant(dtype::int64, {3}, {0, 0, 32})});
+  b.output(merged, dtype::float32, {1, "S", 32});
+  model m = b.build_model();
+  fusekit::rewrite::options opts;
+  opts.fused_target = target::onnx;
+  const auto report = fusekit::rules::fuse_all(m, opts);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  // kᵀ comes in as BNHS: one Transpose gives Attention its BNSH key.
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Constant", "Transpose", "Attention",
+                                                   "Transpose", "Reshape"}));
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(DitRule, NumHeadsMayNotContradictTheModel) {
+  fusekit::rewrite::options opts;
+  opts.num_heads = 8;  // the shapes say 4: splitting into 8 would compute something else
+  EXPECT_EQ(near_miss(block{}, opts),
+            "MatMul 'context': --num-heads 8 contradicts the 4 heads of the model");
+}
+
 TEST(DitRule, HeadsComeFromTheHeadSplitWhenShapesAreMissing) {
   // The sample trunk declares no intermediate shapes; heads come from Reshape(…, [0, 0, 4, 16]).
   model m{fusekit::samples::make_dit_model({.layers = 2}), {}};

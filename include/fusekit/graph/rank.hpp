@@ -57,7 +57,8 @@ inline std::optional<std::size_t> rank_of(const graph& g, value_id v, int depth 
   std::size_t rank = 0;
   for (value_id in : g.inputs(n)) {
     const auto r = rank_of(g, in, depth + 1);
-    if (!r) return std::nullopt;  // an unknown input could have the larger rank
+    if (!r) return std::nullopt;                 // an unknown input could have the larger rank
+    if (product && *r < 2) return std::nullopt;  // a vector operand drops a dimension
     rank = std::max(rank, *r);
   }
   return rank;

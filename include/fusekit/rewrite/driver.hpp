@@ -153,10 +153,16 @@ inline std::vector<candidate*> select(std::vector<candidate>& found) {
 // by a node that stays, or is a graph output.
 inline std::set<node_id> dead_nodes(const graph& g, const std::vector<candidate*>& edits) {
   std::set<node_id> roots, dead;
+  std::set<std::string> read_by_new;  // what the replacement nodes read stays alive
   for (const candidate* c : edits) {
     roots.insert(c->root);
     dead.insert(c->nodes.begin(), c->nodes.end());
+    for (const auto& node : c->edit->nodes())
+      for (const auto& in : node.input()) read_by_new.insert(in);
   }
+  auto read_by_replacements = [&](value_id out) {
+    return read_by_new.contains(std::string(g.name(out)));
+  };
   for (bool changed = true; changed;) {
     changed = false;
     for (auto it = dead.begin(); it != dead.end();) {
@@ -164,7 +170,7 @@ inline std::set<node_id> dead_nodes(const graph& g, const std::vector<candidate*
       if (!roots.contains(*it))
         for (value_id out : g.outputs(*it)) {
           if (out == no_id) continue;
-          alive |= g.is_graph_output(out);
+          alive |= g.is_graph_output(out) || read_by_replacements(out);
           for (const use& u : g.consumers(out)) alive |= !dead.contains(u.node);
         }
       if (alive) {
@@ -179,7 +185,9 @@ inline std::set<node_id> dead_nodes(const graph& g, const std::vector<candidate*
   for (node_id n = 0; n < g.node_count(); ++n) {
     if (dead.contains(n) || g.op_type(n) != "Constant" || !g.domain(n).empty()) continue;
     const value_id out = g.output(n, 0);
-    if (out == no_id || g.is_graph_output(out) || g.consumers(out).empty()) continue;
+    if (out == no_id || g.is_graph_output(out) || g.consumers(out).empty() ||
+        read_by_replacements(out))
+      continue;
     const auto uses = g.consumers(out);
     if (std::all_of(uses.begin(), uses.end(), [&](const use& u) { return dead.contains(u.node); }))
       dead.insert(n);

@@ -78,8 +78,9 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
                          " may differ in batch (dim 0): the MatMul broadcasts, the fused op "
                          "does not");
   const bool kv_heads_differ = dims_may_differ(g, q, kt, 1) || dims_may_differ(g, q, v, 1);
-  const auto q_heads = heads_of(g, q), kv_heads = heads_of(g, kt);
-  if (kv_heads_differ || (q_heads && kv_heads && *q_heads != *kv_heads)) {
+  const auto q_heads = heads_of(g, q), k_heads = heads_of(g, kt), v_heads = heads_of(g, v);
+  const auto differs = [&](const auto& h) { return q_heads && h && *q_heads != *h; };
+  if (kv_heads_differ || differs(k_heads) || differs(v_heads)) {
     const bool grouped =
         opts.fused_target == rewrite::options::target::onnx && !dims_may_differ(g, kt, v, 1);
     if (!grouped)
@@ -87,10 +88,14 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
           "q and k/v may differ in heads (dim 1); MultiHeadAttention needs the "
           "same heads for all three (target onnx takes grouped key/value heads)");
   }
-  if (!heads_of(g, q) && !heads_of(g, v) && opts.num_heads == 0)
+  const auto model_heads = heads_of(g, q) ? heads_of(g, q) : heads_of(g, v);
+  if (!model_heads && opts.num_heads == 0)
     return verdict::no(
         "the head count is not in the model (no shapes, no head-split Reshape); "
         "give it with --num-heads");
+  if (model_heads && opts.num_heads > 0 && *model_heads != opts.num_heads)
+    return verdict::no("--num-heads " + std::to_string(opts.num_heads) + " contradicts the " +
+                       std::to_string(*model_heads) + " heads of the model");
   const double scale = scale_of(m);
   if (!std::isfinite(scale) || scale <= 0)
     return verdict::no("the scale " + std::to_string(scale) + " is not a positive finite number");
@@ -113,9 +118,9 @@ std::string key_bnsh(const M& m, rewrite::emitter& e) {
 
 template <class M>
 std::int64_t heads(const graph& g, const M& m, const rewrite::options& opts) {
-  if (opts.num_heads > 0) return opts.num_heads;
   if (auto h = heads_of(g, get<"q">(m))) return *h;
-  return *heads_of(g, get<"v">(m));
+  if (auto h = heads_of(g, get<"v">(m))) return *h;
+  return opts.num_heads;  // only where the model does not say; the guard refuses a contradiction
 }
 
 template <class M>
@@ -167,7 +172,9 @@ struct dit_attention_merged {
 
   static rewrite::verdict guard(const graph& g, const auto& m, const rewrite::options& opts) {
     const auto shape = constant_ints(g, g.input(m.root(), 1));
-    if (!shape || shape->size() != 3 || (*shape)[0] != 0 || (*shape)[1] != 0)
+    // With allowzero=1 a 0 means an empty dimension, not "copy the input's".
+    if (!shape || shape->size() != 3 || (*shape)[0] != 0 || (*shape)[1] != 0 ||
+        g.attribute_int(m.root(), "allowzero").value_or(0) != 0)
       return rewrite::verdict::no(
           "the head merge does not reshape to (batch, sequence, hidden) "
           "with [0, 0, hidden]");

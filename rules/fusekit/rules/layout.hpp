@@ -36,9 +36,15 @@ inline std::optional<std::int64_t> heads_of(const graph& g, value_id v, int dept
     return std::nullopt;
   }
   if (!keeps_layout(g, n)) return std::nullopt;
-  for (value_id in : g.inputs(n))
-    if (const auto h = heads_of(g, in, depth + 1)) return h;
-  return std::nullopt;
+  // Through element-wise ops: the inputs' head counts, a broadcast 1 aside, must agree.
+  std::optional<std::int64_t> heads;
+  for (value_id in : g.inputs(n)) {
+    const auto h = heads_of(g, in, depth + 1);
+    if (!h || *h == 1) continue;
+    if (heads && *heads != *h) return std::nullopt;
+    heads = h;
+  }
+  return heads;
 }
 
 // Whether dimension i of a and b is declared different, or may broadcast (a declared 1 against
