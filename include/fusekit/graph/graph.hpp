@@ -96,6 +96,8 @@ class graph {
   const graph* parent() const { return parent_; }
   node_id owner() const { return owner_; }  // the node in parent() that holds this subgraph
   const std::filesystem::path& file() const { return root_->shared_->file; }
+  // Where the model's external data lives.
+  const std::filesystem::path& directory() const { return root_->shared_->directory; }
   const op_interner& ops() const { return root_->shared_->ops; }
 
   // 0 when the model does not import the domain.
@@ -134,6 +136,8 @@ class graph {
             op_index_offsets_[op + 1] - op_index_offsets_[op]};
   }
   std::span<const node_id> topological_order() const { return topo_; }
+  // The node's index in topological_order().
+  std::size_t topological_position(node_id n) const { return topo_position_[n]; }
 
   // "Softmax 'attn/Softmax_12'", or "Softmax #12" (position in the graph) when unnamed.
   std::string describe(node_id n) const {
@@ -173,7 +177,7 @@ class graph {
     const onnx::TensorProto* t = constant_tensor(v);
     if (t == nullptr) return std::nullopt;
     try {
-      return scalar_value(*t, root_->shared_->directory);
+      return scalar_value(*t, directory());
     } catch (const error& e) {
       throw e.in_file(file().string());
     }
@@ -529,7 +533,11 @@ class graph {
           if (--pending[u.node] == 0) ready.push(u.node);
       }
     }
-    if (topo_.size() == nodes_.size()) return;
+    if (topo_.size() == nodes_.size()) {
+      topo_position_.resize(nodes_.size());
+      for (std::size_t i = 0; i < topo_.size(); ++i) topo_position_[topo_[i]] = i;
+      return;
+    }
     for (node_id n = 0; n < nodes_.size(); ++n)
       if (pending[n] != 0) throw fail("the graph has a cycle through this node", n);
   }
@@ -622,6 +630,7 @@ class graph {
   std::vector<use> uses_;
   std::unordered_map<std::string_view, value_id> by_name_;
   std::vector<node_id> topo_;
+  std::vector<std::size_t> topo_position_;
   std::vector<node_id> op_index_;
   std::vector<std::uint32_t> op_index_offsets_;
   std::vector<subgraph_ref> subgraph_refs_;

@@ -27,7 +27,7 @@ inline bool keeps_layout(const graph& g, node_id n) {
 inline std::optional<std::vector<std::int64_t>> constant_ints(const graph& g, value_id v) {
   const onnx::TensorProto* t = v == no_id ? nullptr : g.constant_tensor(v);
   if (t == nullptr) return std::nullopt;
-  const tensor_values values(*t, g.file().parent_path());
+  const tensor_values values(*t, g.directory());
   if (!values.is_numeric()) return std::nullopt;
   std::vector<std::int64_t> out;
   for (std::int64_t i = 0; i < values.size(); ++i) out.push_back(values.as_int64(i));

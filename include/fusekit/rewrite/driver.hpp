@@ -43,11 +43,6 @@ struct candidate {
   std::unique_ptr<emitter> edit;
 };
 
-inline std::size_t topological_position(const graph& g, node_id n) {
-  const auto order = g.topological_order();
-  return std::size_t(std::find(order.begin(), order.end(), n) - order.begin());
-}
-
 template <class R>
 constexpr std::size_t near_miss_depth() {
   if constexpr (requires { R::near_miss_depth; })
@@ -112,7 +107,7 @@ void try_rule(const graph& g, const options& opts, name_pool& names, std::vector
                      priority_of<R>(),
                      &g,
                      n,
-                     topological_position(g, n),
+                     g.topological_position(n),
                      {m.nodes().begin(), m.nodes().end()},
                      std::move(edit)});
   }
