@@ -32,6 +32,7 @@ struct block {
   bool scores_are_output = false;
   dtype v_type = dtype::undefined;  // undefined: same as q
   std::vector<std::int64_t> k_perm{0, 1, 3, 2};
+  bool k_omitted = false;
 
   model build() const {
     model_builder b(opset);
@@ -39,7 +40,7 @@ struct block {
     auto q = b.input("q", type, {1, 4, "S", 8});
     auto k = b.input("k", type, {1, 4, "S", 8});
     auto v = b.input("v", vt, {1, 4, "S", 8});
-    auto kt = b.op("Transpose", {k}, {{"perm", k_perm}}, {.name = "k_t"});
+    auto kt = b.op("Transpose", {k_omitted ? value{} : k}, {{"perm", k_perm}}, {.name = "k_t"});
     value s = b.op("MatMul", {q, kt}, {}, {.name = "scores"});
     if (casts) s = b.op("Cast", {s}, {{"to", widen_to}}, {.name = "up"});
     const dtype st = casts ? widen_to : type;
@@ -181,6 +182,20 @@ TEST(DitRule, NearMisses) {
   EXPECT_EQ(near_miss(block{}, onnx_target),
             "MatMul 'context': target onnx needs ai.onnx opset 23 for Attention; the model "
             "imports 17 and fusekit does not raise it");
+}
+
+TEST(DitRule, AKeyTransposeWithItsInputOmittedIsReadAsItIs) {
+  // Invalid input (Transpose needs its input), as one flipped bit of a model makes it: the guard's
+  // walkers step onto the omitted value and must stop there. The rule takes the Transpose's output
+  // as a BNHS kᵀ, keeping the input's meaning, whatever a runtime makes of it.
+  block no_key;
+  no_key.k_omitted = true;
+  model m = no_key.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["k_layout"], "BNHS");
+  EXPECT_EQ(op_types(m).front(), "Transpose");
+  EXPECT_EQ(m.proto.graph().node(0).input(0), "");
 }
 
 TEST(DitRule, TheMergedBlockKeepsWhatItsReplacementReads) {

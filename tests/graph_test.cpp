@@ -113,6 +113,13 @@ TEST(GraphIndex, OmittedOptionalInputsAndOutputsHaveNoId) {
   ASSERT_EQ(g.inputs(0).size(), 3u);
   EXPECT_EQ(g.input(0, 2), no_id);
   EXPECT_EQ(g.input(0, 7), no_id);
+  // Walkers that step onto an omitted input find a value with nothing: no crash.
+  EXPECT_EQ(g.producer(no_id), no_id);
+  EXPECT_TRUE(g.consumers(no_id).empty());
+  EXPECT_EQ(g.type(no_id), dtype::undefined);
+  EXPECT_FALSE(g.shape(no_id).known);
+  EXPECT_FALSE(g.is_constant(no_id));
+  EXPECT_EQ(g.name(no_id), "");
 }
 
 TEST(GraphIndex, ShapesStaticAndSymbolic) {

@@ -154,23 +154,26 @@ class graph {
     if (it == by_name_.end()) return std::nullopt;
     return it->second;
   }
-  std::string_view name(value_id v) const { return values_[v].name; }
-  node_id producer(value_id v) const { return values_[v].producer; }
-  std::uint32_t producer_slot(value_id v) const { return values_[v].producer_slot; }
+  // An omitted input (no_id) is a value like any other to these accessors: no name, no producer,
+  // no readers, no type, no shape; walkers that step onto one stop instead of reading past the end.
+  std::string_view name(value_id v) const { return value(v).name; }
+  node_id producer(value_id v) const { return value(v).producer; }
+  std::uint32_t producer_slot(value_id v) const { return value(v).producer_slot; }
   std::span<const use> consumers(value_id v) const {
-    return {uses_.data() + values_[v].uses, values_[v].use_count};
+    const value_record& r = value(v);
+    return {uses_.data() + r.uses, r.use_count};
   }
-  bool is_graph_input(value_id v) const { return values_[v].flags & graph_input; }
-  bool is_graph_output(value_id v) const { return values_[v].flags & graph_output; }
-  bool is_initializer(value_id v) const { return values_[v].flags & initializer; }
-  bool is_outer_scope(value_id v) const { return values_[v].flags & outer_scope; }
+  bool is_graph_input(value_id v) const { return value(v).flags & graph_input; }
+  bool is_graph_output(value_id v) const { return value(v).flags & graph_output; }
+  bool is_initializer(value_id v) const { return value(v).flags & initializer; }
+  bool is_outer_scope(value_id v) const { return value(v).flags & outer_scope; }
   // An initializer that is also a graph input (IR >= 4) can be overridden at run time: not
   // constant.
-  bool is_constant(value_id v) const { return values_[v].flags & constant; }
+  bool is_constant(value_id v) const { return value(v).flags & constant; }
   // The tensor of a constant: initializer or Constant node (value_float & co. included). Null when
   // the value is not constant or is sparse.
   const onnx::TensorProto* constant_tensor(value_id v) const {
-    return is_constant(v) ? values_[v].tensor : nullptr;
+    return is_constant(v) ? value(v).tensor : nullptr;
   }
   // One-element numeric constant of any dtype, shape [] or [1, …, 1].
   std::optional<double> constant_scalar(value_id v) const {
@@ -182,8 +185,10 @@ class graph {
       throw e.in_file(file().string());
     }
   }
-  dtype type(value_id v) const { return values_[v].type; }
-  const tensor_shape& shape(value_id v) const { return shapes_[v]; }
+  dtype type(value_id v) const { return value(v).type; }
+  const tensor_shape& shape(value_id v) const {
+    return v < shapes_.size() ? shapes_[v] : unknown_shape();
+  }
   // Where an outer-scope value is defined: the enclosing graph and its id there.
   std::pair<const graph*, value_id> definition(value_id v) const {
     if (!is_outer_scope(v)) return {this, v};
@@ -248,6 +253,15 @@ class graph {
     dtype type = dtype::undefined;
     const onnx::TensorProto* tensor = nullptr;
   };
+
+  const value_record& value(value_id v) const {
+    static const value_record absent{};
+    return v < values_.size() ? values_[v] : absent;
+  }
+  static const tensor_shape& unknown_shape() {
+    static const tensor_shape unknown{};
+    return unknown;
+  }
 
   // Owned by the main graph, shared by its subgraphs.
   struct shared_state {
