@@ -1,0 +1,2 @@
+"""Diffusion-transformer fixtures."""
+FIXTURES = {}
