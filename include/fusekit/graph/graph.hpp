@@ -31,6 +31,10 @@
 
 namespace fusekit {
 
+class facts;
+class graph;
+const facts& facts_of(const graph& g);
+
 using node_id = std::uint32_t;
 using value_id = std::uint32_t;
 inline constexpr std::uint32_t no_id = UINT32_MAX;
@@ -649,6 +653,11 @@ class graph {
   std::vector<std::uint32_t> op_index_offsets_;
   std::vector<subgraph_ref> subgraph_refs_;
   std::vector<std::unique_ptr<graph>> children_;
+  // Built by facts_of() on first use (graph/facts.hpp).
+  mutable std::unique_ptr<facts> facts_;
+  friend const facts& facts_of(const graph& g);
 };
 
 }  // namespace fusekit
+
+#include "fusekit/graph/facts.hpp"

@@ -1,0 +1,916 @@
+// What the model does not state but its ops imply: every value's rank and dims (static, symbolic,
+// or unknown), and the contents of small integer and float tensors (a Shape, the Slice of it,
+// the √ of its last entry), inferred forward in one pass in topological order: linear in the
+// graph, no recursion, no depth limit.
+//
+// Facts are proven, never assumed. A dim nothing names gets an atom of its own, so it is equal to
+// itself wherever it travels and to nothing else; a dim that cannot be followed is unknown.
+// Declared shapes (inputs, outputs, value_info) take part; a declaration that contradicts what
+// the ops imply is recorded in contradictions() and the value's shape becomes unknown rather than
+// either side being trusted.
+//
+// `facts_of(g)` builds the facts of a graph on first use and keeps them with it; like the index,
+// they describe the graph as it was when they were built.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/sym.hpp"
+#include "fusekit/graph/tensor.hpp"
+
+namespace fusekit {
+
+struct shape_fact {
+  bool known = false;  // false: not even the rank is known
+  std::vector<sym> dims;
+  std::size_t rank() const { return dims.size(); }
+};
+
+// The elements of a small tensor, row-major: integer and boolean tensors as dims (symbolic where
+// they came from a Shape), float tensors as numbers (rounded as the dtype rounds them).
+struct content_fact {
+  bool known = false;
+  bool real = false;
+  std::vector<sym> ints;
+  std::vector<double> reals;
+  std::size_t size() const { return real ? reals.size() : ints.size(); }
+};
+
+class facts {
+ public:
+  // Tensors larger than this are not folded: masks and weights are not what facts are about.
+  static constexpr std::size_t max_elements = 64;
+
+  explicit facts(const graph& g) : g_(g) {
+    if (g.parent() == nullptr) {
+      owned_atoms_ = std::make_unique<atom_table>();
+      atoms_ = owned_atoms_.get();
+    } else {
+      parent_ = &facts_of(*g.parent());
+      atoms_ = parent_->atoms_;
+    }
+    shapes_.resize(g.value_count());
+    contents_.resize(g.value_count());
+    for (value_id v = 0; v < g.value_count(); ++v)
+      if (g.producer(v) == no_id) seed(v);
+    for (node_id n : g.topological_order()) {
+      infer(n);
+      for (value_id out : g.outputs(n))
+        if (out != no_id) reconcile(out);
+    }
+  }
+
+  facts(const facts&) = delete;
+  facts& operator=(const facts&) = delete;
+
+  const shape_fact& shape(value_id v) const {
+    static const shape_fact unknown{};
+    return v < shapes_.size() ? shapes_[v] : unknown;
+  }
+  const content_fact& content(value_id v) const {
+    static const content_fact unknown{};
+    return v < contents_.size() ? contents_[v] : unknown;
+  }
+  std::optional<std::size_t> rank(value_id v) const {
+    const shape_fact& s = shape(v);
+    return s.known ? std::optional(s.rank()) : std::nullopt;
+  }
+  // Dim i of a against dim j of b (negative indices count from the end).
+  truth same_dim(value_id a, int i, value_id b, int j) const {
+    const sym* x = dim_of(a, i);
+    const sym* y = dim_of(b, j);
+    return x && y ? equal(*x, *y) : truth::unknown;
+  }
+  const sym* dim_of(value_id v, int i) const {
+    const shape_fact& s = shape(v);
+    if (!s.known) return nullptr;
+    const int r = int(s.rank());
+    if (i < 0) i += r;
+    return i >= 0 && i < r ? &s.dims[std::size_t(i)] : nullptr;
+  }
+  // The one element of a folded scalar (any rank, one element).
+  std::optional<double> real_scalar(value_id v) const {
+    const content_fact& c = content(v);
+    if (!c.known || c.size() != 1) return std::nullopt;
+    if (c.real) return c.reals[0];
+    if (auto k = c.ints[0].constant()) return double(*k);
+    return std::nullopt;
+  }
+
+  std::string text(const sym& s) const {
+    return s.text([&](atom_id a) { return atoms_->names[a]; });
+  }
+  // "[2, S, 64]", "[2, ?, dim 1 of 'x']", "unknown rank".
+  std::string shape_text(value_id v) const {
+    const shape_fact& s = shape(v);
+    if (!s.known) return "unknown rank";
+    std::string out = "[";
+    for (std::size_t i = 0; i < s.rank(); ++i) out += (i ? ", " : "") + text(s.dims[i]);
+    return out + "]";
+  }
+  // Declarations that contradict what the ops imply, one line each.
+  std::span<const std::string> contradictions() const { return contradictions_; }
+
+ private:
+  struct atom_table {
+    std::vector<std::string> names;
+    std::unordered_map<std::string, atom_id> named;
+  };
+
+  const graph& g_;
+  const facts* parent_ = nullptr;
+  std::unique_ptr<atom_table> owned_atoms_;
+  atom_table* atoms_;
+  std::vector<shape_fact> shapes_;
+  std::vector<content_fact> contents_;
+  std::vector<std::string> contradictions_;
+
+  friend const facts& facts_of(const graph& g);
+
+  // ---- atoms
+  sym named(std::string_view name) {
+    auto [it, fresh] = atoms_->named.try_emplace(std::string(name), atom_id(atoms_->names.size()));
+    if (fresh) atoms_->names.emplace_back(name);
+    return sym::atom(it->second);
+  }
+  // A dim nothing names: equal to itself, and proven equal to nothing else.
+  sym fresh(value_id v, std::size_t i) {
+    atoms_->names.push_back("dim " + std::to_string(i) + " of '" + std::string(g_.name(v)) + "'");
+    return sym::atom(atom_id(atoms_->names.size() - 1));
+  }
+  shape_fact unknown_dims(value_id v, std::size_t rank) {
+    shape_fact s{true, {}};
+    for (std::size_t i = 0; i < rank; ++i) s.dims.push_back(fresh(v, i));
+    return s;
+  }
+
+  // ---- values with no producer: graph inputs, initializers, outer-scope values
+  void seed(value_id v) {
+    if (g_.is_outer_scope(v) && parent_ != nullptr) {
+      const auto [where, id] = g_.definition(v);
+      const facts& outer = facts_of(*where);
+      shapes_[v] = outer.shape(id);
+      contents_[v] = outer.content(id);
+      return;
+    }
+    // An initializer that is also a graph input may be overridden: only its declaration holds.
+    if (const onnx::TensorProto* t = g_.constant_tensor(v)) {
+      shapes_[v].known = true;
+      for (std::int64_t d : t->dims()) shapes_[v].dims.push_back(sym::constant(d));
+      contents_[v] = read(*t);
+      return;
+    }
+    shapes_[v] = declared(v);
+  }
+  content_fact read(const onnx::TensorProto& t) const {
+    content_fact c;
+    const dtype type = static_cast<dtype>(t.data_type());
+    try {
+      if (element_count(t) > std::int64_t(max_elements)) return c;
+      const tensor_values values(t, g_.directory());
+      if (!values.is_numeric()) return c;
+      c.real = is_float(type);
+      for (std::int64_t i = 0; i < values.size(); ++i) {
+        if (c.real)
+          c.reals.push_back(values.as_double(i));
+        else
+          c.ints.push_back(sym::constant(values.as_int64(i)));
+      }
+      c.known = true;
+    } catch (const error&) {
+      c = {};  // unreadable data is unknown content, not a crash
+    }
+    return c;
+  }
+
+  // The shape the model declares for v (value_info, input, output), dims as facts.
+  shape_fact declared(value_id v) {
+    const tensor_shape& d = g_.shape(v);
+    shape_fact s;
+    if (!d.known) return s;
+    s.known = true;
+    for (std::size_t i = 0; i < d.rank(); ++i) {
+      const dim& x = d.dims[i];
+      s.dims.push_back(x.is_static()     ? sym::constant(x.size)
+                       : x.is_symbolic() ? named(x.symbol)
+                                         : fresh(v, i));
+    }
+    return s;
+  }
+
+  // Inferred and declared shapes meet: declarations fill what inference left open; a
+  // contradiction makes the shape unknown and is recorded.
+  void reconcile(value_id v) {
+    const tensor_shape& d = g_.shape(v);
+    if (!d.known) return;
+    shape_fact& s = shapes_[v];
+    if (!s.known) {
+      s = declared(v);
+      return;
+    }
+    auto contradiction = [&](const std::string& what) {
+      contradictions_.push_back("'" + std::string(g_.name(v)) + "' is declared " + what + " but " +
+                                g_.describe(g_.producer(v)) + " makes it " + shape_text(v));
+      s = {};
+    };
+    if (d.rank() != s.rank()) return contradiction("with rank " + std::to_string(d.rank()));
+    for (std::size_t i = 0; i < d.rank(); ++i) {
+      const dim& x = d.dims[i];
+      if (x.is_static()) {
+        const truth t = equal(s.dims[i], sym::constant(x.size));
+        if (t == truth::no)
+          return contradiction("with dim " + std::to_string(i) + " = " + std::to_string(x.size));
+        if (t == truth::unknown && is_fresh(s.dims[i])) s.dims[i] = sym::constant(x.size);
+      } else if (x.is_symbolic() && is_fresh(s.dims[i])) {
+        s.dims[i] = named(x.symbol);
+      }
+    }
+  }
+  bool is_fresh(const sym& s) const {
+    if (s.terms().size() != 1 || s.denominator() != 1) return false;
+    const auto& t = s.terms()[0];
+    return t.coefficient == 1 && t.factors.size() == 1 && t.factors[0].power == 1 &&
+           !atoms_->named.contains(atoms_->names[t.factors[0].atom]);
+  }
+
+  // ---- inference per op
+  const shape_fact& in_shape(node_id n, std::size_t slot) const { return shape(g_.input(n, slot)); }
+  const content_fact& in_content(node_id n, std::size_t slot) const {
+    return content(g_.input(n, slot));
+  }
+  std::optional<std::vector<std::int64_t>> constant_ints(node_id n, std::size_t slot) const {
+    const content_fact& c = in_content(n, slot);
+    if (!c.known || c.real) return std::nullopt;
+    std::vector<std::int64_t> out;
+    for (const sym& s : c.ints) {
+      const auto k = s.constant();
+      if (!k) return std::nullopt;
+      out.push_back(*k);
+    }
+    return out;
+  }
+  // Ints from an input (newer opsets) or else from an attribute (older ones).
+  std::optional<std::vector<std::int64_t>> ints_of(node_id n, std::size_t slot,
+                                                   std::string_view attribute) const {
+    if (g_.input(n, slot) != no_id) return constant_ints(n, slot);
+    if (auto a = g_.attribute_ints(n, attribute))
+      return std::vector<std::int64_t>(a->begin(), a->end());
+    return std::nullopt;
+  }
+  void set(node_id n, std::size_t slot, shape_fact s, content_fact c = {}) {
+    const value_id out = g_.output(n, slot);
+    if (out == no_id) return;
+    if (c.known && c.size() > max_elements) c = {};
+    shapes_[out] = std::move(s);
+    contents_[out] = std::move(c);
+  }
+  // An output whose rank is known but whose dims are not.
+  shape_fact opaque(node_id n, std::size_t slot, std::size_t rank) {
+    const value_id out = g_.output(n, slot);
+    return out == no_id ? shape_fact{} : unknown_dims(out, rank);
+  }
+
+  static bool in(std::string_view op, std::initializer_list<std::string_view> ops) {
+    for (std::string_view o : ops)
+      if (o == op) return true;
+    return false;
+  }
+
+  static std::optional<std::size_t> axis_index(std::int64_t axis, std::size_t rank) {
+    if (axis < 0) axis += std::int64_t(rank);
+    if (axis < 0 || axis >= std::int64_t(rank)) return std::nullopt;
+    return std::size_t(axis);
+  }
+
+  // Numpy broadcasting of one dim pair: a 1 takes the other; equal dims stay; anything else is
+  // a dim of the output's own.
+  sym broadcast_dim(const sym& a, const sym& b, value_id out, std::size_t i) {
+    if (a.is_constant(1)) return b;
+    if (b.is_constant(1)) return a;
+    if (equal(a, b) == truth::yes) return a;
+    return fresh(out, i);
+  }
+  shape_fact broadcast(std::span<const shape_fact* const> shapes, value_id out) {
+    std::size_t rank = 0;
+    for (const shape_fact* s : shapes) {
+      if (!s->known) return {};
+      rank = std::max(rank, s->rank());
+    }
+    shape_fact r{true, std::vector<sym>(rank, sym::constant(1))};
+    for (const shape_fact* s : shapes)
+      for (std::size_t i = 0; i < s->rank(); ++i) {
+        const std::size_t k = rank - s->rank() + i;
+        r.dims[k] = broadcast_dim(r.dims[k], s->dims[i], out, k);
+      }
+    return r;
+  }
+
+  void infer(node_id n) {
+    if (!g_.domain(n).empty() && g_.domain(n) != "com.microsoft") return;
+    const std::string_view op = g_.op_type(n);
+    const value_id out = g_.output(n, 0);
+    if (out == no_id) return;
+    if (op == "Constant") {
+      if (const onnx::TensorProto* t = g_.constant_tensor(out)) {
+        shape_fact s{true, {}};
+        for (std::int64_t d : t->dims()) s.dims.push_back(sym::constant(d));
+        set(n, 0, std::move(s), read(*t));
+      }
+      return;
+    }
+    if (in(op, {"Cast", "CastLike"})) return infer_cast(n);
+    if (in(op, {"Identity",
+                "Softmax",
+                "LogSoftmax",
+                "Neg",
+                "Abs",
+                "Sqrt",
+                "Reciprocal",
+                "Exp",
+                "Log",
+                "Erf",
+                "Tanh",
+                "Sigmoid",
+                "Relu",
+                "Gelu",
+                "FastGelu",
+                "QuickGelu",
+                "Sin",
+                "Cos",
+                "Floor",
+                "Ceil",
+                "Round",
+                "Sign",
+                "IsNaN",
+                "IsInf",
+                "Not",
+                "Trilu",
+                "Clip",
+                "LeakyRelu",
+                "Softplus",
+                "Dropout",
+                "LayerNormalization",
+                "RMSNormalization",
+                "SimplifiedLayerNormalization",
+                "SkipLayerNormalization",
+                "SkipSimplifiedLayerNormalization",
+                "RotaryEmbedding"}))
+      return infer_unary(n, op);
+    if (in(op, {"Add",
+                "Sub",
+                "Mul",
+                "Div",
+                "Pow",
+                "Where",
+                "Equal",
+                "Less",
+                "LessOrEqual",
+                "Greater",
+                "GreaterOrEqual",
+                "And",
+                "Or",
+                "Xor",
+                "Max",
+                "Min",
+                "Mod",
+                "Sum",
+                "BitwiseAnd",
+                "BitwiseOr"}))
+      return infer_elementwise(n, op);
+    if (op == "MatMul") return infer_matmul(n);
+    if (op == "Gemm") return infer_gemm(n);
+    if (op == "Transpose") return infer_transpose(n);
+    if (op == "Reshape") return infer_reshape(n);
+    if (op == "Concat") return infer_concat(n);
+    if (op == "Slice") return infer_slice(n);
+    if (op == "Split") return infer_split(n);
+    if (op == "Gather") return infer_gather(n);
+    if (op == "Expand") return infer_expand(n);
+    if (op == "Unsqueeze" || op == "Squeeze") return infer_squeeze(n, op == "Unsqueeze");
+    if (op == "Shape") return infer_shape(n);
+    if (op == "Range") return infer_range(n);
+    if (op == "ConstantOfShape") return infer_constant_of_shape(n);
+    if (op == "MultiHeadAttention" || op == "Attention") return infer_attention(n, op);
+  }
+
+  void infer_unary(node_id n, std::string_view op) {
+    shape_fact s = in_shape(n, 0);
+    content_fact c;
+    const content_fact& x = in_content(n, 0);
+    if (x.known && in(op, {"Identity", "Neg", "Sqrt", "Reciprocal"})) {
+      c = x;
+      if (op == "Neg") {
+        for (sym& e : c.ints) e = sym::constant(0) - e;
+        for (double& e : c.reals) e = -e;
+      } else if (op != "Identity") {
+        if (!c.real) c = as_reals(c);
+        for (double& e : c.reals) e = op == "Sqrt" ? std::sqrt(e) : 1.0 / e;
+        round_all(c, g_.type(out(n)));
+      }
+    }
+    set(n, 0, std::move(s), std::move(c));
+  }
+  value_id out(node_id n) const { return g_.output(n, 0); }
+
+  content_fact as_reals(const content_fact& x) const {
+    content_fact c{x.known, true, {}, {}};
+    for (const sym& e : x.ints) {
+      const auto k = e.constant();
+      if (!k) return {};
+      c.reals.push_back(double(*k));
+    }
+    return c;
+  }
+  static double rounded(double x, dtype t) {
+    switch (t) {
+      case dtype::float32:
+        return double(float(x));
+      case dtype::float16:
+        return double(half_to_float(float_to_half(float(x))));
+      case dtype::bfloat16:
+        return double(bfloat16_to_float(float_to_bfloat16(float(x))));
+      default:
+        return x;
+    }
+  }
+  static void round_all(content_fact& c, dtype t) {
+    for (double& e : c.reals) e = rounded(e, t);
+  }
+
+  void infer_cast(node_id n) {
+    const dtype to = g_.type(out(n));
+    const content_fact& x = in_content(n, 0);
+    content_fact c;
+    if (x.known && to != dtype::undefined) {
+      if (is_float(to)) {
+        c = x.real ? x : as_reals(x);
+        round_all(c, to);
+      } else if (!x.real) {
+        c = x;  // integer to integer: sizes fit
+      } else {
+        c = {true, false, {}, {}};
+        for (double e : x.reals) {
+          if (!std::isfinite(e) || std::fabs(e) > 9e15) {
+            c = {};
+            break;
+          }
+          c.ints.push_back(sym::constant(std::int64_t(std::trunc(e))));
+        }
+      }
+    }
+    set(n, 0, in_shape(n, 0), std::move(c));
+  }
+
+  void infer_elementwise(node_id n, std::string_view op) {
+    std::vector<const shape_fact*> shapes;
+    for (value_id v : g_.inputs(n)) shapes.push_back(&shape(v));
+    if (shapes.empty()) return;
+    shape_fact s = broadcast(shapes, out(n));
+    set(n, 0, s, fold_elementwise(n, op, s));
+  }
+
+  // Element-wise arithmetic on folded contents: integers symbolically, floats as numbers.
+  content_fact fold_elementwise(node_id n, std::string_view op, const shape_fact& s) {
+    const std::size_t arity = g_.inputs(n).size();
+    if (!s.known) return {};
+    std::size_t size = 1;
+    for (const sym& d : s.dims) {
+      const auto k = d.constant();
+      if (!k || *k < 0 || std::size_t(*k) > max_elements) return {};
+      size *= std::size_t(*k);
+      if (size > max_elements) return {};
+    }
+    for (std::size_t i = 0; i < arity; ++i) {
+      const content_fact& c = in_content(n, i);
+      // Only scalars against vectors of the output's size: what shape arithmetic does.
+      if (!c.known || (c.size() != 1 && c.size() != size)) return {};
+    }
+    const bool real = is_float(g_.type(out(n)));
+    content_fact r{true, real, {}, {}};
+    for (std::size_t k = 0; k < size; ++k) {
+      auto element = [&](std::size_t i) -> const content_fact& { return in_content(n, i); };
+      auto pick = [&](std::size_t i) { return element(i).size() == 1 ? 0 : k; };
+      if (op == "Where") {
+        const content_fact& cond = element(0);
+        if (cond.real) return {};
+        const auto flag = cond.ints[pick(0)].constant();
+        if (!flag) return {};
+        const content_fact& chosen = element(*flag ? 1 : 2);
+        if (chosen.real != real) return {};
+        if (real)
+          r.reals.push_back(chosen.reals[pick(*flag ? 1 : 2)]);
+        else
+          r.ints.push_back(chosen.ints[pick(*flag ? 1 : 2)]);
+        continue;
+      }
+      if (arity != 2) return {};
+      const content_fact& a = element(0);
+      const content_fact& b = element(1);
+      if (real) {
+        const content_fact ra = a.real ? a : as_reals(a);
+        const content_fact rb = b.real ? b : as_reals(b);
+        if (!ra.known || !rb.known) return {};
+        const double x = ra.reals[pick(0)], y = rb.reals[pick(1)];
+        double z;
+        if (op == "Add")
+          z = x + y;
+        else if (op == "Sub")
+          z = x - y;
+        else if (op == "Mul")
+          z = x * y;
+        else if (op == "Div")
+          z = x / y;
+        else if (op == "Pow")
+          z = std::pow(x, y);
+        else
+          return {};
+        r.reals.push_back(rounded(z, g_.type(out(n))));
+        continue;
+      }
+      if (a.real || b.real) return {};
+      const sym& x = a.ints[pick(0)];
+      const sym& y = b.ints[pick(1)];
+      if (op == "Add") {
+        r.ints.push_back(x + y);
+      } else if (op == "Sub") {
+        r.ints.push_back(x - y);
+      } else if (op == "Mul") {
+        r.ints.push_back(x * y);
+      } else if (op == "Div") {
+        // Integer division truncates: fold only quotients that are whole.
+        const sym q = exact_quotient(x, y);
+        r.ints.push_back(q.known() && q.denominator() == 1 && y.constant() ? q : sym::unknown());
+      } else if (op == "Equal") {
+        const truth t = equal(x, y);
+        r.ints.push_back(t == truth::unknown ? sym::unknown() : sym::constant(t == truth::yes));
+      } else {
+        return {};
+      }
+    }
+    return r;
+  }
+
+  void infer_matmul(node_id n) {
+    const shape_fact& a = in_shape(n, 0);
+    const shape_fact& b = in_shape(n, 1);
+    // A vector operand drops a dimension; attention never multiplies vectors.
+    if (!a.known || !b.known || a.rank() < 2 || b.rank() < 2) return;
+    shape_fact batch_a{true, {a.dims.begin(), a.dims.end() - 2}};
+    shape_fact batch_b{true, {b.dims.begin(), b.dims.end() - 2}};
+    const shape_fact* both[] = {&batch_a, &batch_b};
+    shape_fact s = broadcast(both, out(n));
+    s.dims.push_back(a.dims[a.rank() - 2]);
+    s.dims.push_back(b.dims[b.rank() - 1]);
+    set(n, 0, std::move(s));
+  }
+
+  void infer_gemm(node_id n) {
+    const shape_fact& a = in_shape(n, 0);
+    const shape_fact& b = in_shape(n, 1);
+    if (!a.known || !b.known || a.rank() != 2 || b.rank() != 2) return;
+    const bool ta = g_.attribute_int(n, "transA").value_or(0) != 0;
+    const bool tb = g_.attribute_int(n, "transB").value_or(0) != 0;
+    set(n, 0, {true, {a.dims[ta ? 1 : 0], b.dims[tb ? 0 : 1]}});
+  }
+
+  void infer_transpose(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    if (!x.known) return;
+    std::vector<std::int64_t> perm;
+    if (auto p = g_.attribute_ints(n, "perm")) {
+      perm.assign(p->begin(), p->end());
+    } else {
+      for (std::size_t i = x.rank(); i-- > 0;) perm.push_back(std::int64_t(i));
+    }
+    if (perm.size() != x.rank()) return;
+    shape_fact s{true, {}};
+    for (std::int64_t p : perm) {
+      if (p < 0 || p >= std::int64_t(x.rank())) return;
+      s.dims.push_back(x.dims[std::size_t(p)]);
+    }
+    set(n, 0, std::move(s));
+  }
+
+  static sym product(std::span<const sym> dims) {
+    sym p = sym::constant(1);
+    for (const sym& d : dims) p = p * d;
+    return p;
+  }
+
+  void infer_reshape(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    const content_fact& target = in_content(n, 1);
+    const content_fact& data = in_content(n, 0);
+    if (!target.known || target.real) {
+      // The rank is the length of the shape input, when that is known.
+      const shape_fact& t = in_shape(n, 1);
+      if (t.known && t.rank() == 1)
+        if (auto len = t.dims[0].constant()) set(n, 0, opaque(n, 0, std::size_t(*len)));
+      return;
+    }
+    const bool allowzero = g_.attribute_int(n, "allowzero").value_or(0) != 0;
+    shape_fact s{true, {}};
+    std::optional<std::size_t> inferred;
+    for (std::size_t i = 0; i < target.ints.size(); ++i) {
+      const sym& d = target.ints[i];
+      if (d.is_constant(0) && !allowzero) {
+        if (!x.known || i >= x.rank()) return set(n, 0, opaque(n, 0, target.ints.size()));
+        s.dims.push_back(x.dims[i]);
+      } else if (d.is_constant(-1)) {
+        if (inferred) return;  // two -1: invalid
+        inferred = i;
+        s.dims.push_back(sym::unknown());
+      } else if (d.known()) {
+        s.dims.push_back(d);
+      } else {
+        s.dims.push_back(fresh(out(n), i));
+      }
+    }
+    if (inferred) {
+      std::vector<sym> others;
+      for (std::size_t i = 0; i < s.rank(); ++i)
+        if (i != *inferred) others.push_back(s.dims[i]);
+      const sym q = x.known ? exact_quotient(product(x.dims), product(others)) : sym::unknown();
+      s.dims[*inferred] = q.known() ? q : fresh(out(n), *inferred);
+    }
+    set(n, 0, std::move(s), data);  // reshaping keeps the elements, in order
+  }
+
+  void infer_concat(node_id n) {
+    const auto inputs = g_.inputs(n);
+    if (inputs.empty()) return;
+    const shape_fact& first = shape(inputs[0]);
+    if (!first.known) return;
+    const auto axis = axis_index(g_.attribute_int(n, "axis").value_or(0), first.rank());
+    if (!axis) return;
+    shape_fact s = first;
+    content_fact c{true, false, {}, {}};
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      const shape_fact& x = shape(inputs[k]);
+      if (!x.known || x.rank() != first.rank()) return;
+      if (k > 0) s.dims[*axis] = s.dims[*axis] + x.dims[*axis];
+      const content_fact& e = content(inputs[k]);
+      if (!e.known || first.rank() != 1 || e.real) c = {};
+      if (c.known) c.ints.insert(c.ints.end(), e.ints.begin(), e.ints.end());
+    }
+    if (!s.dims[*axis].known()) s.dims[*axis] = fresh(out(n), *axis);
+    set(n, 0, std::move(s), std::move(c));
+  }
+
+  // Clamped start and length of one sliced axis, when the numbers allow it.
+  static std::optional<std::pair<std::int64_t, std::int64_t>> slice_range(std::int64_t size,
+                                                                          std::int64_t start,
+                                                                          std::int64_t end,
+                                                                          std::int64_t step) {
+    if (step == 0) return std::nullopt;
+    auto clamp = [&](std::int64_t i, bool is_end) {
+      if (i < 0) i += size;
+      if (step > 0) return std::clamp<std::int64_t>(i, 0, size);
+      return std::clamp<std::int64_t>(i, -1, size - 1 + (is_end ? 0 : 0));
+    };
+    const std::int64_t b = clamp(start, false), e = clamp(end, true);
+    const std::int64_t len = step > 0 ? (e > b ? (e - b + step - 1) / step : 0)
+                                      : (b > e ? (b - e + (-step) - 1) / (-step) : 0);
+    return std::pair{b, len};
+  }
+
+  void infer_slice(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    if (!x.known) return;
+    const auto starts = ints_of(n, 1, "starts");
+    const auto ends = ints_of(n, 2, "ends");
+    if (!starts || !ends || starts->size() != ends->size())
+      return set(n, 0, opaque(n, 0, x.rank()));
+    std::vector<std::int64_t> axes, steps(starts->size(), 1);
+    if (auto a = ints_of(n, 3, "axes")) {
+      axes = *a;
+    } else {
+      for (std::size_t i = 0; i < starts->size(); ++i) axes.push_back(std::int64_t(i));
+    }
+    if (g_.input(n, 4) != no_id) {
+      auto s = constant_ints(n, 4);
+      if (!s) return set(n, 0, opaque(n, 0, x.rank()));
+      steps = *s;
+    }
+    if (axes.size() != starts->size() || steps.size() != starts->size()) return;
+    shape_fact s = x;
+    const content_fact& data = in_content(n, 0);
+    content_fact c;
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+      const auto axis = axis_index(axes[k], x.rank());
+      if (!axis) return;
+      const std::int64_t b = (*starts)[k], e = (*ends)[k], step = steps[k];
+      const auto size = x.dims[*axis].constant();
+      const bool whole = step == 1 && b == 0 && e >= std::numeric_limits<std::int32_t>::max();
+      if (whole) continue;
+      if (!size) {
+        s.dims[*axis] = fresh(out(n), *axis);
+        continue;
+      }
+      const auto range = slice_range(*size, b, e, step);
+      if (!range) return;
+      s.dims[*axis] = sym::constant(range->second);
+      // A Slice of a folded vector (Shape → Slice) folds too.
+      if (x.rank() == 1 && data.known && std::int64_t(data.size()) == *size) {
+        c = {true, data.real, {}, {}};
+        for (std::int64_t i = 0, at = range->first; i < range->second; ++i, at += step) {
+          if (data.real)
+            c.reals.push_back(data.reals[std::size_t(at)]);
+          else
+            c.ints.push_back(data.ints[std::size_t(at)]);
+        }
+      }
+    }
+    set(n, 0, std::move(s), std::move(c));
+  }
+
+  void infer_split(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    if (!x.known) return;
+    const auto axis = axis_index(g_.attribute_int(n, "axis").value_or(0), x.rank());
+    if (!axis) return;
+    const std::size_t outputs = g_.outputs(n).size();
+    std::optional<std::vector<std::int64_t>> sizes = ints_of(n, 1, "split");
+    for (std::size_t k = 0; k < outputs; ++k) {
+      shape_fact s = x;
+      if (sizes && sizes->size() == outputs)
+        s.dims[*axis] = sym::constant((*sizes)[k]);
+      else if (!sizes)
+        s.dims[*axis] = exact_quotient(x.dims[*axis], sym::constant(std::int64_t(outputs)));
+      else
+        s.dims[*axis] = sym::unknown();
+      if (!s.dims[*axis].known() && g_.output(n, k) != no_id)
+        s.dims[*axis] = fresh(g_.output(n, k), *axis);
+      set(n, k, std::move(s));
+    }
+  }
+
+  void infer_gather(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    const shape_fact& idx = in_shape(n, 1);
+    if (!x.known || !idx.known) return;
+    const auto axis = axis_index(g_.attribute_int(n, "axis").value_or(0), x.rank());
+    if (!axis) return;
+    shape_fact s{true, {x.dims.begin(), x.dims.begin() + std::ptrdiff_t(*axis)}};
+    s.dims.insert(s.dims.end(), idx.dims.begin(), idx.dims.end());
+    s.dims.insert(s.dims.end(), x.dims.begin() + std::ptrdiff_t(*axis) + 1, x.dims.end());
+    content_fact c;
+    const content_fact& data = in_content(n, 0);
+    const auto indices = constant_ints(n, 1);
+    if (x.rank() == 1 && data.known && indices) {
+      c = {true, data.real, {}, {}};
+      for (std::int64_t i : *indices) {
+        if (i < 0) i += std::int64_t(data.size());
+        if (i < 0 || i >= std::int64_t(data.size())) return set(n, 0, std::move(s));
+        if (data.real)
+          c.reals.push_back(data.reals[std::size_t(i)]);
+        else
+          c.ints.push_back(data.ints[std::size_t(i)]);
+      }
+    }
+    set(n, 0, std::move(s), std::move(c));
+  }
+
+  void infer_expand(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    const content_fact& target = in_content(n, 1);
+    if (!x.known || !target.known || target.real) return;
+    shape_fact t{true, {}};
+    for (std::size_t i = 0; i < target.ints.size(); ++i)
+      t.dims.push_back(target.ints[i].known() ? target.ints[i] : fresh(out(n), i));
+    const shape_fact* both[] = {&x, &t};
+    set(n, 0, broadcast(both, out(n)));
+  }
+
+  void infer_squeeze(node_id n, bool unsqueeze) {
+    const shape_fact& x = in_shape(n, 0);
+    if (!x.known) return;
+    const auto axes = ints_of(n, 1, "axes");
+    shape_fact s{true, {}};
+    if (unsqueeze) {
+      if (!axes) return;
+      const std::size_t rank = x.rank() + axes->size();
+      std::vector<bool> inserted(rank, false);
+      for (std::int64_t a : *axes) {
+        const auto i = axis_index(a, rank);
+        if (!i || inserted[*i]) return;
+        inserted[*i] = true;
+      }
+      for (std::size_t i = 0, k = 0; i < rank; ++i)
+        s.dims.push_back(inserted[i] ? sym::constant(1) : x.dims[k++]);
+    } else {
+      std::vector<bool> removed(x.rank(), false);
+      if (axes) {
+        for (std::int64_t a : *axes) {
+          const auto i = axis_index(a, x.rank());
+          if (!i) return;
+          removed[*i] = true;
+        }
+      } else {
+        for (std::size_t i = 0; i < x.rank(); ++i) {
+          if (!x.dims[i].constant()) return;  // which dims are 1 is not known
+          removed[i] = x.dims[i].is_constant(1);
+        }
+      }
+      for (std::size_t i = 0; i < x.rank(); ++i)
+        if (!removed[i]) s.dims.push_back(x.dims[i]);
+    }
+    set(n, 0, std::move(s), in_content(n, 0));
+  }
+
+  void infer_shape(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    if (!x.known) return;
+    const std::int64_t rank = std::int64_t(x.rank());
+    auto bound = [&](std::int64_t i) {
+      return std::clamp<std::int64_t>(i < 0 ? i + rank : i, 0, rank);
+    };
+    const std::int64_t start = bound(g_.attribute_int(n, "start").value_or(0));
+    const std::int64_t end = bound(g_.attribute_int(n, "end").value_or(rank));
+    content_fact c{true, false, {}, {}};
+    for (std::int64_t i = start; i < end; ++i) c.ints.push_back(x.dims[std::size_t(i)]);
+    const sym length = sym::constant(std::int64_t(c.ints.size()));
+    set(n, 0, {true, {length}}, std::move(c));
+  }
+
+  void infer_range(node_id n) {
+    const content_fact& start = in_content(n, 0);
+    const content_fact& limit = in_content(n, 1);
+    const content_fact& delta = in_content(n, 2);
+    if (!start.known || !limit.known || !delta.known || start.size() != 1 || limit.size() != 1 ||
+        delta.size() != 1 || start.real || limit.real || delta.real)
+      return set(n, 0, opaque(n, 0, 1));
+    // Range(0, L, 1) has L elements, whatever L is.
+    if (start.ints[0].is_constant(0) && delta.ints[0].is_constant(1) && limit.ints[0].known()) {
+      content_fact c;
+      if (const auto l = limit.ints[0].constant();
+          l && *l >= 0 && std::size_t(*l) <= max_elements) {
+        c = {true, false, {}, {}};
+        for (std::int64_t i = 0; i < *l; ++i) c.ints.push_back(sym::constant(i));
+      }
+      return set(n, 0, {true, {limit.ints[0]}}, std::move(c));
+    }
+    set(n, 0, opaque(n, 0, 1));
+  }
+
+  void infer_constant_of_shape(node_id n) {
+    const content_fact& target = in_content(n, 0);
+    if (!target.known || target.real) return;
+    shape_fact s{true, {}};
+    for (std::size_t i = 0; i < target.ints.size(); ++i)
+      s.dims.push_back(target.ints[i].known() ? target.ints[i] : fresh(out(n), i));
+    content_fact c;
+    std::size_t size = 1;
+    bool small = true;
+    for (const sym& d : s.dims) {
+      const auto k = d.constant();
+      if (!k || *k < 0 || (size *= std::size_t(*k)) > max_elements) small = false;
+      if (!small) break;
+    }
+    if (small) {
+      const onnx::AttributeProto* value = g_.attribute(n, "value").attribute;
+      const content_fact fill = value != nullptr && value->has_t()
+                                    ? read(value->t())
+                                    : content_fact{true, true, {}, {0.0}};
+      if (fill.known && fill.size() == 1) {
+        c = {true, fill.real, {}, {}};
+        if (fill.real)
+          c.reals.assign(size, fill.reals[0]);
+        else
+          c.ints.assign(size, fill.ints[0]);
+      }
+    }
+    set(n, 0, std::move(s), std::move(c));
+  }
+
+  // Output 0 of the fused attention ops: the query's batch and sequence, the value's head size.
+  void infer_attention(node_id n, std::string_view op) {
+    const shape_fact& q = in_shape(n, 0);
+    const shape_fact& v = in_shape(n, 2);
+    if (!q.known || !v.known) return;
+    if (op == "MultiHeadAttention" && q.rank() == 3) {
+      if (v.rank() == 3) return set(n, 0, {true, {q.dims[0], q.dims[1], v.dims[2]}});
+      if (v.rank() == 4) return set(n, 0, {true, {q.dims[0], q.dims[1], v.dims[1] * v.dims[3]}});
+    }
+    if (op == "Attention" && q.rank() == 4 && v.rank() == 4)
+      return set(n, 0, {true, {q.dims[0], q.dims[1], q.dims[2], v.dims[3]}});
+  }
+};
+
+// The facts of g, built on first use and kept with it.
+inline const facts& facts_of(const graph& g) {
+  if (!g.facts_) g.facts_ = std::make_unique<facts>(g);
+  return *g.facts_;
+}
+
+}  // namespace fusekit

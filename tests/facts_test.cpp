@@ -1,0 +1,262 @@
+// The facts oracle: each op's shape and folding rule, stated as what it proves, what it leaves
+// unknown, and what it refuses to trust.
+#include "fusekit/graph/facts.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "fusekit/graph/model_builder.hpp"
+
+namespace {
+
+using fusekit::dtype;
+using fusekit::facts_of;
+using fusekit::graph;
+using fusekit::sym;
+using fusekit::truth;
+using fusekit::value_id;
+using fusekit::build::model_builder;
+using fusekit::build::value;
+
+value_id id(const graph& g, const value& v) { return *g.find_value(v.name); }
+std::vector<double> ints(std::initializer_list<std::int64_t> xs) { return {xs.begin(), xs.end()}; }
+value shape_constant(model_builder& b, std::initializer_list<std::int64_t> xs) {
+  return b.initializer(dtype::int64, {std::int64_t(xs.size())}, ints(xs));
+}
+
+TEST(Sym, ArithmeticIsExactAndCanonical) {
+  const sym s = sym::atom(0), t = sym::atom(1);
+  auto name = [](fusekit::atom_id a) { return a == 0 ? std::string("S") : std::string("T"); };
+  EXPECT_EQ(((s + t) - t).text(name), "S");
+  EXPECT_EQ((s + t + s).text(name), "2·S + T");
+  EXPECT_EQ(equal(s + t, t + s), truth::yes);
+  EXPECT_EQ(equal(s, s + sym::constant(1)), truth::no);  // sizes differ by a constant
+  EXPECT_EQ(equal(s, t), truth::unknown);                // two names may or may not agree
+  const sym half = exact_quotient(s, sym::constant(2));
+  EXPECT_EQ(half.text(name), "S/2");
+  EXPECT_EQ(equal(half * sym::constant(2), s), truth::yes);
+  EXPECT_EQ(
+      equal(exact_quotient(s * t * sym::constant(64), t * sym::constant(16)), s * sym::constant(4)),
+      truth::yes);
+  EXPECT_FALSE(exact_quotient(s + t, s).known());  // S+T is not a multiple of S
+  EXPECT_EQ(equal(sym::unknown(), sym::unknown()), truth::unknown);
+}
+
+TEST(Facts, HeadSplitReshapeAndTransposeKeepEveryDim) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, "S", 64});
+  auto split = b.op("Reshape", {x, shape_constant(b, {0, 0, 4, 16})});
+  auto q = b.op("Transpose", {split}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  b.output(q);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, q)), "[2, 4, S, 16]");
+  EXPECT_EQ(facts_of(g).same_dim(id(g, q), 2, id(g, x), 1), truth::yes);
+}
+
+TEST(Facts, ReshapeMinusOneDividesTheElementCount) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"B", "S", 64});
+  auto y = b.op("Reshape", {x, shape_constant(b, {0, -1, 16})});
+  auto z = b.op("Reshape", {x, shape_constant(b, {-1, 64})});
+  b.output(y);
+  b.output(z);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, y)), "[B, 4·S, 16]");
+  EXPECT_EQ(facts_of(g).shape_text(id(g, z)), "[B·S, 64]");
+}
+
+TEST(Facts, DimsNothingNamesAreEqualOnlyToThemselves) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, fusekit::build::dim_spec(std::int64_t(-1)), 8});
+  auto y = b.input("y", dtype::float32, {2, fusekit::build::dim_spec(std::int64_t(-1)), 8});
+  auto xt = b.op("Transpose", {x}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+  b.output(xt);
+  b.output(y);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.same_dim(id(g, xt), 2, id(g, x), 1), truth::yes);     // followed through Transpose
+  EXPECT_EQ(f.same_dim(id(g, x), 1, id(g, y), 1), truth::unknown);  // never assumed equal
+}
+
+TEST(Facts, ConcatAlongTheSequenceAddsLengths) {
+  model_builder b(17);
+  auto past = b.input("past", dtype::float32, {1, 4, "P", 8});
+  auto now = b.input("now", dtype::float32, {1, 4, "T", 8});
+  auto kv = b.op("Concat", {past, now}, {{"axis", -2}});
+  b.output(kv);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, kv)), "[1, 4, P + T, 8]");
+}
+
+TEST(Facts, BroadcastTakesTheNonOneDimAndLeavesMismatchesOpen) {
+  model_builder b(17);
+  auto a = b.input("a", dtype::float32, {1, 4, "S", 8});
+  auto c = b.input("c", dtype::float32, {2, 1, "S", 8});
+  auto d = b.input("d", dtype::float32, {"B", 4, 8, "S"});
+  auto sum = b.op("Add", {a, c});
+  auto product = b.op("MatMul", {c, d});
+  b.output(sum);
+  b.output(product);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, sum)), "[2, 4, S, 8]");
+  // 2 against B: equal only if B is 2, which nothing proves.
+  EXPECT_EQ(f.same_dim(id(g, product), 0, id(g, c), 0), truth::unknown);
+  EXPECT_EQ(f.same_dim(id(g, product), 1, id(g, d), 1), truth::yes);
+  EXPECT_EQ(f.same_dim(id(g, product), 3, id(g, d), 3), truth::yes);
+}
+
+// TorchScript's SDPA scale: Shape → Slice(-1:) → Cast → Sqrt → Div(1, ·) → [Cast] → Sqrt.
+// (The builder stores integers through double, so "to the end" is 2^62 here, not INT64_MAX.)
+value sdpa_scale(model_builder& b, const value& q, dtype type) {
+  auto shape = b.op("Shape", {q});
+  auto last =
+      b.op("Slice", {shape, shape_constant(b, {-1}), shape_constant(b, {std::int64_t(1) << 62})});
+  auto size = b.op("Cast", {last}, {{"to", dtype::float32}});
+  auto inverse = b.op("Div", {b.scalar(dtype::float32, 1.0), b.op("Sqrt", {size})});
+  if (type != dtype::float32) inverse = b.op("Cast", {inverse}, {{"to", type}});
+  return b.op("Sqrt", {inverse});
+}
+
+TEST(Facts, TheSdpaScaleChainFoldsToTheFourthRootOfTheHeadSize) {
+  model_builder b(17);
+  auto q = b.input("q", dtype::float32, {2, 4, "S", 64});
+  auto s = sdpa_scale(b, q, dtype::float32);
+  b.output(s);
+  const auto model = b.build();
+  const graph g(model);
+  const auto v = facts_of(g).real_scalar(id(g, s));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_FLOAT_EQ(float(*v), std::pow(64.0f, -0.25f));
+}
+
+TEST(Facts, Float16ScaleChainsRoundAsFloat16Does) {
+  model_builder b(17);
+  auto q = b.input("q", dtype::float16, {2, 4, "S", 48});
+  auto s = sdpa_scale(b, q, dtype::float16);
+  b.output(s);
+  const auto model = b.build();
+  const graph g(model);
+  const auto v = facts_of(g).real_scalar(id(g, s));
+  ASSERT_TRUE(v.has_value());
+  const auto half = [](double x) {
+    return double(fusekit::half_to_float(fusekit::float_to_half(float(x))));
+  };
+  EXPECT_EQ(*v, half(std::sqrt(half(1.0 / std::sqrt(48.0)))));
+}
+
+TEST(Facts, AScaleFromAnUnknownHeadSizeIsUnknown) {
+  model_builder b(17);
+  auto q = b.input("q", dtype::float32, {2, 4, "S", "D"});
+  auto s = sdpa_scale(b, q, dtype::float32);
+  b.output(s);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_FALSE(facts_of(g).real_scalar(id(g, s)).has_value());
+}
+
+TEST(Facts, ShapeArithmeticFoldsSymbolically) {
+  // [B, S, 4, 16] rebuilt from the input's Shape: Gather, Unsqueeze, Concat, Reshape.
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"B", "S", 64});
+  auto shape = b.op("Shape", {x});
+  auto batch = b.op("Unsqueeze",
+                    {b.op("Gather", {shape, b.scalar(dtype::int64, 0)}), shape_constant(b, {0})});
+  auto seq = b.op("Unsqueeze",
+                  {b.op("Gather", {shape, b.scalar(dtype::int64, 1)}), shape_constant(b, {0})});
+  auto heads =
+      b.op("Div", {b.op("Gather", {shape, b.scalar(dtype::int64, 2)}), b.scalar(dtype::int64, 16)});
+  auto target = b.op(
+      "Concat",
+      {batch, seq, b.op("Unsqueeze", {heads, shape_constant(b, {0})}), shape_constant(b, {16})},
+      {{"axis", 0}});
+  auto y = b.op("Reshape", {x, target});
+  b.output(y);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, y)), "[B, S, 4, 16]");
+}
+
+TEST(Facts, SplitSqueezeRangeAndConstantOfShape) {
+  model_builder b(18);
+  auto x = b.input("x", dtype::float32, {2, "S", 96});
+  auto parts = b.ops("Split", {x}, {{"axis", 2}}, {.outputs = 3});
+  auto sized = b.ops("Split", {x, shape_constant(b, {32, 64})}, {{"axis", 2}}, {.outputs = 2});
+  auto squeezed =
+      b.op("Squeeze", {b.op("Unsqueeze", {x, shape_constant(b, {1})}), shape_constant(b, {1})});
+  auto length = b.op("Gather", {b.op("Shape", {x}), b.scalar(dtype::int64, 1)});
+  auto positions = b.op("Range", {b.scalar(dtype::int64, 0), length, b.scalar(dtype::int64, 1)});
+  auto zeros = b.op("ConstantOfShape", {b.op("Shape", {x})});
+  for (const auto& v : {parts[1], sized[1], squeezed, positions, zeros}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, parts[1])), "[2, S, 32]");
+  EXPECT_EQ(f.shape_text(id(g, sized[1])), "[2, S, 64]");
+  EXPECT_EQ(f.shape_text(id(g, squeezed)), "[2, S, 96]");
+  EXPECT_EQ(f.shape_text(id(g, positions)), "[S]");
+  EXPECT_EQ(f.shape_text(id(g, zeros)), "[2, S, 96]");
+}
+
+TEST(Facts, ADeclarationThatContradictsTheOpsIsReportedAndNotTrusted) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, "S", 64});
+  auto y = b.op("Reshape", {x, shape_constant(b, {0, 0, 4, 16})}, {}, {.name = "split"});
+  b.value_info(y, dtype::float32, {2, "S", 4, 32});
+  b.output(y);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.rank(id(g, y)), std::nullopt);
+  ASSERT_EQ(f.contradictions().size(), 1u);
+  EXPECT_EQ(f.contradictions()[0],
+            "'split' is declared with dim 3 = 32 but Reshape 'split' makes it [2, S, 4, 16]");
+}
+
+TEST(Facts, DeclarationsNameWhatTheOpsLeaveOpen) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, fusekit::build::unknown_shape);
+  auto y = b.op("Neg", {x}, {}, {.name = "negated"});
+  b.value_info(y, dtype::float32, {2, "S", 64});
+  b.output(y);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, y)), "[2, S, 64]");
+}
+
+TEST(Facts, LongChainsAreFollowedWithoutLimit) {
+  // 100,000 element-wise ops between the input and the value asked about: one pass, no
+  // recursion, no depth cap.
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 4, "S", 16});
+  value v = x;
+  for (int i = 0; i < 100000; ++i) v = b.op(i % 2 ? "Neg" : "Relu", {v});
+  b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, v)), "[2, 4, S, 16]");
+}
+
+TEST(Facts, OuterScopeValuesKeepTheirFactsInsideBodies) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, "S", 8});
+  auto flag = b.input("flag", dtype::boolean, {});
+  auto then_branch = b.subgraph("then");
+  then_branch.output(then_branch.op("Neg", {x}, {}, {.name = "inner"}), dtype::float32);
+  auto else_branch = b.subgraph("else");
+  else_branch.output(else_branch.op("Relu", {x}), dtype::float32);
+  b.output(b.op("If", {flag},
+                {{"then_branch", then_branch.proto()}, {"else_branch", else_branch.proto()}}));
+  const auto model = b.build();
+  const graph g(model);
+  const graph& body = *g.subgraphs(0)[0].body;
+  EXPECT_EQ(facts_of(body).shape_text(*body.find_value("inner")), "[2, S, 8]");
+}
+
+}  // namespace
