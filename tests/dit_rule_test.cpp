@@ -33,12 +33,14 @@ struct block {
   dtype v_type = dtype::undefined;  // undefined: same as q
   std::vector<std::int64_t> k_perm{0, 1, 3, 2};
   bool k_omitted = false;
+  bool k_given_transposed = false;  // k declared [B, N, H, L]
 
   model build() const {
     model_builder b(opset);
     const dtype vt = v_type == dtype::undefined ? type : v_type;
     auto q = b.input("q", type, {1, 4, "S", 8});
-    auto k = b.input("k", type, {1, 4, "S", 8});
+    auto k = k_given_transposed ? b.input("k", type, {1, 4, 8, "S"})
+                                : b.input("k", type, {1, 4, "S", 8});
     auto v = b.input("v", vt, {1, 4, "S", 8});
     auto kt = b.op("Transpose", {k_omitted ? value{} : k}, {{"perm", k_perm}}, {.name = "k_t"});
     value s = b.op("MatMul", {q, kt}, {}, {.name = "scores"});
@@ -63,8 +65,7 @@ struct block {
 std::string bytes(const model& m) { return fusekit::detail::serialize_deterministic(m.proto); }
 
 // Fuses with the bundled rules; expects nothing to change and returns the one near miss.
-std::string near_miss(const block& spec, fusekit::rewrite::options opts = {}) {
-  model m = spec.build();
+std::string near_miss_of(model m, fusekit::rewrite::options opts = {}) {
   const std::string before = bytes(m);
   const auto report = fusekit::rules::fuse_all(m, opts);
   EXPECT_EQ(bytes(m), before);
@@ -72,6 +73,9 @@ std::string near_miss(const block& spec, fusekit::rewrite::options opts = {}) {
   if (report.near_misses.size() != 1)
     return "near misses: " + std::to_string(report.near_misses.size());
   return report.near_misses[0].anchor + ": " + report.near_misses[0].reason;
+}
+std::string near_miss(const block& spec, fusekit::rewrite::options opts = {}) {
+  return near_miss_of(spec.build(), opts);
 }
 
 std::vector<std::string> op_types(const model& m) {
@@ -116,16 +120,15 @@ TEST(DitRule, FusesToStandardAttentionAtOpset23) {
   EXPECT_EQ(m.proto.graph().node(0).input(1), "k");
 }
 
-TEST(DitRule, AnyFourDimensionalKeyIsKTransposed) {
+TEST(DitRule, AKeyGivenAsBnhsIsUsedAsItIs) {
   block spec;
-  spec.k_perm = {0, 2, 1, 3};  // not a kᵀ layout: kt is then read as [B, N, H, L] itself
+  spec.k_perm = {0, 1, 2, 3};  // kᵀ already [B, N, H, L]: no Transpose to undo
+  spec.k_given_transposed = true;
   model m = spec.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["k_layout"], "BNHS");
 }
-
-// ---- near misses: each must leave the model as it was, and say why
 
 TEST(DitRule, NearMisses) {
   block axis2;
@@ -177,6 +180,13 @@ TEST(DitRule, NearMisses) {
   EXPECT_EQ(near_miss(mixed),
             "MatMul 'context': q is float16 but v is float32; the fused op needs one dtype");
 
+  block not_transposed;
+  not_transposed.k_perm = {0, 2, 1, 3};  // [B, S, N, H] is no kᵀ: heads would meet the sequence
+  EXPECT_EQ(near_miss(not_transposed),
+            "MatMul 'context': the heads of q [1, 4, S, 8] and of kᵀ [1, S, 4, 8] and v "
+            "[1, 4, S, 8] are not proven equal, nor (target onnx) a proven multiple of the "
+            "key/value heads");
+
   fusekit::rewrite::options onnx_target;
   onnx_target.fused_target = target::onnx;  // Attention is opset 23; the model imports 17
   EXPECT_EQ(near_miss(block{}, onnx_target),
@@ -184,18 +194,14 @@ TEST(DitRule, NearMisses) {
             "imports 17 and fusekit does not raise it");
 }
 
-TEST(DitRule, AKeyTransposeWithItsInputOmittedIsReadAsItIs) {
-  // Invalid input (Transpose needs its input), as one flipped bit of a model makes it: the guard's
-  // walkers step onto the omitted value and must stop there. The rule takes the Transpose's output
-  // as a BNHS kᵀ, keeping the input's meaning, whatever a runtime makes of it.
+TEST(DitRule, AKeyTransposeWithItsInputOmittedIsANearMiss) {
+  // Invalid input (Transpose needs its input), as one flipped bit of a model makes it: the facts
+  // step onto the omitted value, learn nothing, and the guard refuses instead of crashing.
   block no_key;
   no_key.k_omitted = true;
-  model m = no_key.build();
-  const auto report = fusekit::rules::fuse_all(m);
-  ASSERT_EQ(report.fusions.size(), 1u);
-  EXPECT_EQ(report.fusions[0].params["k_layout"], "BNHS");
-  EXPECT_EQ(op_types(m).front(), "Transpose");
-  EXPECT_EQ(m.proto.graph().node(0).input(0), "");
+  EXPECT_EQ(near_miss(no_key),
+            "MatMul 'context': q, kᵀ and v are not proven 4-D [batch, heads, sequence, head "
+            "size]: q [1, 4, S, 8], kᵀ unknown rank, v [1, 4, S, 8]");
 }
 
 TEST(DitRule, TheMergedBlockKeepsWhatItsReplacementReads) {
@@ -238,6 +244,75 @@ TEST(DitRule, HeadsComeFromTheHeadSplitWhenShapesAreMissing) {
   EXPECT_EQ(report.fusions[0].params["num_heads"], 4);
   EXPECT_EQ(report.removed()["Cast"], 4);
   fusekit::rewrite::check_invariants(m);
+}
+
+// Facts the model implies but does not declare: q, k and v split from one undeclared x.
+struct split_block {
+  bool computed_shape = false;  // the head split's target from Shape → Gather → Concat
+  int q_chain = 0;              // element-wise ops between the split and the MatMul
+
+  model build() const {
+    model_builder b(17);
+    auto x = b.input("x", dtype::float32, {1, "S", 32});
+    auto split = [&](const char* name) {
+      value target = b.initializer(dtype::int64, {4}, {0, 0, 4, 8});
+      if (computed_shape) {
+        auto shape = b.op("Shape", {x});
+        auto dim = [&](int i) {
+          return b.op("Unsqueeze", {b.op("Gather", {shape, b.scalar(dtype::int64, i)}),
+                                    b.initializer(dtype::int64, {1}, {0})});
+        };
+        target = b.op("Concat", {dim(0), dim(1), b.initializer(dtype::int64, {2}, {4, 8})},
+                      {{"axis", 0}});
+      }
+      auto heads =
+          b.op("Reshape", {b.op("MatMul", {x, b.initializer(dtype::float32, {32, 32},
+                                                            std::vector<double>(1024, 0.01))}),
+                           target});
+      return b.op("Transpose", {heads}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}},
+                  {.name = name});
+    };
+    value q = split("q");
+    for (int i = 0; i < q_chain; ++i) q = b.op(i % 2 ? "Neg" : "Relu", {q});
+    auto kt = b.op("Transpose", {split("k")}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+    auto s = b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float32, 0.125)});
+    auto p = b.op("Softmax", {s}, {{"axis", -1}});
+    b.output(b.op("MatMul", {p, split("v")}, {}, {.name = "context"}));
+    return b.build_model();
+  }
+};
+
+TEST(DitFacts, ALongElementWiseChainBeforeQKeepsItsShape) {
+  // Twenty ops between the head split and the MatMul, nothing declared: the facts follow all.
+  model m = split_block{.q_chain = 20}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["num_heads"], 4);
+}
+
+TEST(DitFacts, HeadsFromAComputedSplitBindTheHint) {
+  // The split's target is computed from x's shape; the heads (4) are still proven, so a hint
+  // of 8 contradicts the model.
+  fusekit::rewrite::options opts;
+  opts.num_heads = 8;
+  EXPECT_EQ(near_miss_of(split_block{.computed_shape = true}.build(), opts),
+            "MatMul 'context': --num-heads 8 contradicts the 4 heads of the model");
+}
+
+TEST(DitFacts, AnUndeclaredBatchIsNotAssumedEqual) {
+  // q and k/v come from inputs whose batch nothing names: the MatMul may broadcast them.
+  model_builder b(17);
+  const auto unnamed = fusekit::build::dim_spec(std::int64_t(-1));
+  auto q = b.input("q", dtype::float32, {unnamed, 4, "S", 8});
+  auto k = b.input("k", dtype::float32, {unnamed, 4, "S", 8});
+  auto v = b.input("v", dtype::float32, {unnamed, 4, "S", 8});
+  auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+  auto s = b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float32, 0.125)});
+  auto p = b.op("Softmax", {s}, {{"axis", -1}});
+  b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
+  EXPECT_EQ(near_miss_of(b.build_model()),
+            "MatMul 'context': the batch of q and kᵀ is not proven equal ([dim 0 of 'q', 4, S, "
+            "8] against [dim 0 of 'k', 4, 8, S]): the MatMul broadcasts, the fused op does not");
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/graph.hpp"
-#include "fusekit/graph/rank.hpp"
 #include "fusekit/pattern/context.hpp"
 
 namespace fusekit::pattern {
@@ -210,15 +210,15 @@ struct string_is {
   }
 };
 
-// The last axis of the node's first input: -1, or rank-1 when the rank is declared or implied by
-// the ops that made the input (fusekit::rank_of). Before opset 13
-// Softmax flattens to 2-D at `axis`, which equals a last-axis softmax exactly when axis is last.
+// The last axis of the node's first input: -1, or rank-1 when the rank is declared or proven by
+// the ops that made the input (fusekit::facts_of). Before opset 13 Softmax flattens to 2-D at
+// `axis`, which equals a last-axis softmax exactly when axis is last.
 struct last_axis_t {
   void describe(std::string& out) const { out += "the last axis"; }
   bool accepts(const graph& g, node_id n, const onnx::AttributeProto& a) const {
     if (a.type() != onnx::AttributeProto::INT) return false;
     if (a.i() == -1) return true;
-    const auto rank = rank_of(g, g.input(n, 0));
+    const auto rank = facts_of(g).rank(g.input(n, 0));
     return rank && a.i() == std::int64_t(*rank) - 1;
   }
 };

@@ -19,9 +19,9 @@
 #include <cmath>
 #include <string>
 
+#include "fusekit/graph/facts.hpp"
 #include "fusekit/pattern/pattern.hpp"
 #include "fusekit/rewrite/rule.hpp"
-#include "layout.hpp"
 
 namespace fusekit::rules {
 
@@ -70,29 +70,37 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
                          " → float32 → " + std::string(dtype_name(t)) + " round trip");
   }
   const value_id kt = g.input(get<"scores">(m), 1);
-  if (rank_of(g, q) != 4u || rank_of(g, kt) != 4u || rank_of(g, v) != 4u)
-    return verdict::no("q, kᵀ and v cannot be proven 4-D [batch, heads, sequence, head size]");
-  for (const value_id other : {kt, v})
-    if (dims_may_differ(g, q, other, 0))
-      return verdict::no("q and " + std::string(other == v ? "v" : "kᵀ") +
-                         " may differ in batch (dim 0): the MatMul broadcasts, the fused op "
-                         "does not");
-  const bool kv_heads_differ = dims_may_differ(g, q, kt, 1) || dims_may_differ(g, q, v, 1);
-  const auto q_heads = heads_of(g, q), k_heads = heads_of(g, kt), v_heads = heads_of(g, v);
-  const auto differs = [&](const auto& h) { return q_heads && h && *q_heads != *h; };
-  if (kv_heads_differ || differs(k_heads) || differs(v_heads)) {
-    const bool grouped =
-        opts.fused_target == rewrite::options::target::onnx && !dims_may_differ(g, kt, v, 1);
+  const facts& f = facts_of(g);
+  if (f.rank(q) != 4u || f.rank(kt) != 4u || f.rank(v) != 4u)
+    return verdict::no("q, kᵀ and v are not proven 4-D [batch, heads, sequence, head size]: q " +
+                       f.shape_text(q) + ", kᵀ " + f.shape_text(kt) + ", v " + f.shape_text(v));
+  // The MatMuls broadcast batch and heads; the fused ops take them equal, so equal is proven.
+  for (const auto& [other, label] : {std::pair{kt, "kᵀ"}, std::pair{v, "v"}})
+    if (f.same_dim(q, 0, other, 0) != truth::yes)
+      return verdict::no(std::string("the batch of q and ") + label + " is not proven equal (" +
+                         f.shape_text(q) + " against " + f.shape_text(other) +
+                         "): the MatMul broadcasts, the fused op does not");
+  const bool same_heads =
+      f.same_dim(q, 1, kt, 1) == truth::yes && f.same_dim(q, 1, v, 1) == truth::yes;
+  if (!same_heads) {
+    const auto q_heads = f.dim_of(q, 1)->constant(), kv_heads = f.dim_of(kt, 1)->constant();
+    // Attention-23 takes grouped key/value heads: q's heads a multiple of k's and v's.
+    const bool grouped = opts.fused_target == rewrite::options::target::onnx &&
+                         f.same_dim(kt, 1, v, 1) == truth::yes && q_heads && kv_heads &&
+                         *kv_heads > 0 && *q_heads % *kv_heads == 0;
     if (!grouped)
-      return verdict::no(
-          "q and k/v may differ in heads (dim 1); MultiHeadAttention needs the "
-          "same heads for all three (target onnx takes grouped key/value heads)");
+      return verdict::no("the heads of q " + f.shape_text(q) + " and of kᵀ " + f.shape_text(kt) +
+                         " and v " + f.shape_text(v) +
+                         " are not proven equal, nor (target onnx) a proven multiple of the "
+                         "key/value heads");
   }
-  const auto model_heads = heads_of(g, q) ? heads_of(g, q) : heads_of(g, v);
+  if (opts.fused_target == rewrite::options::target::ort && f.same_dim(q, 3, v, 3) != truth::yes)
+    return verdict::no("the head size of v " + f.shape_text(v) + " is not proven equal to q's " +
+                       f.shape_text(q) + "; MultiHeadAttention needs one head size");
+  const auto model_heads = f.dim_of(q, 1)->constant();
   if (!model_heads && opts.num_heads == 0)
-    return verdict::no(
-        "the head count is not in the model (no shapes, no head-split Reshape); "
-        "give it with --num-heads");
+    return verdict::no("the head count of q " + f.shape_text(q) +
+                       " is not a number the model proves; give it with --num-heads");
   if (model_heads && opts.num_heads > 0 && *model_heads != opts.num_heads)
     return verdict::no("--num-heads " + std::to_string(opts.num_heads) + " contradicts the " +
                        std::to_string(*model_heads) + " heads of the model");
@@ -118,8 +126,7 @@ std::string key_bnsh(const M& m, rewrite::emitter& e) {
 
 template <class M>
 std::int64_t heads(const graph& g, const M& m, const rewrite::options& opts) {
-  if (auto h = heads_of(g, get<"q">(m))) return *h;
-  if (auto h = heads_of(g, get<"v">(m))) return *h;
+  if (auto h = facts_of(g).dim_of(get<"q">(m), 1)->constant()) return *h;
   return opts.num_heads;  // only where the model does not say; the guard refuses a contradiction
 }
 
@@ -171,14 +178,18 @@ struct dit_attention_merged {
   static constexpr auto pattern = dit::merged;
 
   static rewrite::verdict guard(const graph& g, const auto& m, const rewrite::options& opts) {
-    const auto shape = constant_ints(g, g.input(m.root(), 1));
-    // With allowzero=1 a 0 means an empty dimension, not "copy the input's".
-    if (!shape || shape->size() != 3 || (*shape)[0] != 0 || (*shape)[1] != 0 ||
-        g.attribute_int(m.root(), "allowzero").value_or(0) != 0)
-      return rewrite::verdict::no(
-          "the head merge does not reshape to (batch, sequence, hidden) "
-          "with [0, 0, hidden]");
-    return dit::guard(g, m, opts);
+    if (auto refused = dit::guard(g, m, opts); !refused) return refused;
+    // MultiHeadAttention's output is (batch, sequence, heads·head size): the merge must be that.
+    const facts& f = facts_of(g);
+    const value_id q = get<"q">(m), v = get<"v">(m), merged = g.output(m.root(), 0);
+    const sym* d = f.rank(merged) == 3u ? f.dim_of(merged, 0) : nullptr;
+    if (d == nullptr || equal(*d, *f.dim_of(q, 0)) != truth::yes ||
+        equal(*f.dim_of(merged, 1), *f.dim_of(q, 2)) != truth::yes ||
+        equal(*f.dim_of(merged, 2), *f.dim_of(q, 1) * *f.dim_of(v, 3)) != truth::yes)
+      return rewrite::verdict::no("the head merge " + f.shape_text(merged) +
+                                  " is not proven to be (batch, sequence, heads·head size) of q " +
+                                  f.shape_text(q));
+    return rewrite::verdict::yes();
   }
   static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
     e.replace_root(dit::attend(g, m, e, true));
