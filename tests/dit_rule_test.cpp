@@ -315,4 +315,82 @@ TEST(DitFacts, AnUndeclaredBatchIsNotAssumedEqual) {
             "8] against [dim 0 of 'k', 4, 8, S]): the MatMul broadcasts, the fused op does not");
 }
 
+// torch's SDPA decomposition: MatMul(q·√s, kᵀ·√s) → Softmax → MatMul(·, v), batch 1, 4 heads,
+// sequence 6, head size 16.
+struct prescaled_block {
+  enum class factor { constant, from_shape } form = factor::constant;
+  bool detour = false;           // kᵀ as Reshape → Transpose(0,2,1) → Reshape (dynamo)
+  bool detour_regroups = false;  // …whose first Reshape regroups S and H instead of keeping them
+  double k_factor = 0.5;         // 16^-¼ on both sides is the default scale
+
+  model build() const {
+    model_builder b(18);
+    auto q = b.input("q", dtype::float32, {1, 4, 6, 16});
+    auto k = b.input("k", dtype::float32, {1, 4, 6, 16});
+    auto v = b.input("v", dtype::float32, {1, 4, 6, 16});
+    auto shape = [&](std::vector<double> dims) {
+      return b.initializer(dtype::int64, {std::int64_t(dims.size())}, dims);
+    };
+    value kt;
+    if (detour) {
+      auto flat = b.op("Reshape", {k, shape(detour_regroups ? std::vector<double>{4, 16, 6}
+                                                            : std::vector<double>{4, 6, 16})});
+      auto turned = b.op("Transpose", {flat}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+      kt = b.op("Reshape", {turned, shape({1, 4, 16, 6})}, {}, {.name = "k_t"});
+    } else {
+      kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+    }
+    value qs, ks;
+    if (form == factor::constant) {
+      qs = b.scalar(dtype::float32, 0.5);
+      ks = k_factor == 0.5 ? qs : b.scalar(dtype::float32, k_factor);
+    } else {
+      auto last = b.op("Slice", {b.op("Shape", {q}), shape({-1}), shape({1e9})});
+      auto inverse = b.op("Div", {b.scalar(dtype::float32, 1.0),
+                                  b.op("Sqrt", {b.op("Cast", {last}, {{"to", dtype::float32}})})});
+      qs = ks = b.op("Sqrt", {inverse});
+    }
+    auto scores =
+        b.op("MatMul", {b.op("Mul", {q, qs}), b.op("Mul", {kt, ks})}, {}, {.name = "scores"});
+    auto p = b.op("Softmax", {scores}, {{"axis", -1}}, {.name = "softmax"});
+    b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
+    return b.build_model();
+  }
+};
+
+TEST(DitPrescaled, ConstantFactorsOfTheDefaultScaleFuseWithoutAScaleAttribute) {
+  model m = prescaled_block{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["scale"], 0.25);
+  EXPECT_EQ(report.fusions[0].params["scale_form"], "q and kᵀ pre-scaled");
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == "MultiHeadAttention") EXPECT_EQ(n.attribute_size(), 1);  // num_heads only
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(DitPrescaled, AScaleComputedFromTheShapeOfQFuses) {
+  model m = prescaled_block{.form = prescaled_block::factor::from_shape}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_NEAR(double(report.fusions[0].params["scale"]), 0.25, 1e-7);
+}
+
+TEST(DitPrescaled, TheDynamoKeyDetourIsProvenATranspose) {
+  model m = prescaled_block{.detour = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["k_layout"], "BNSH via a 3-D transpose");
+}
+
+TEST(DitPrescaled, NearMisses) {
+  // The factors multiply to 0.5·0.25: valid arithmetic, but not how torch splits one scale.
+  EXPECT_EQ(near_miss_of(prescaled_block{.k_factor = 0.25}.build()),
+            "MatMul 'context': the scale factors on q (0.5) and kᵀ (0.25) differ; torch's "
+            "decomposition scales both by one √scale");
+  // [4, 16, 6] reads k [1, 4, 6, 16] in another grouping: the detour scrambles k.
+  EXPECT_EQ(near_miss_of(prescaled_block{.detour = true, .detour_regroups = true}.build()),
+            "MatMul 'context': the Reshape → Transpose(0,2,1) → Reshape before the QKᵀ MatMul is "
+            "not proven to transpose k [1, 4, 6, 16] to kᵀ [1, 4, 16, 6]");
+}
 }  // namespace

@@ -29,23 +29,79 @@ namespace dit {
 
 using namespace pattern;
 
-// Kᵀ as BNHS: transposed from BNSH or BSNH here, or already BNHS (then transposed back on emit).
-inline constexpr auto k_transposed =
-    any_of(op<"Transpose">(capture<"k_bnsh">).attr<"perm">(ints(0, 1, 3, 2)),
-           op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), capture<"kt">);
+// Kᵀ as BNHS: transposed from BNSH or BSNH here, or already BNHS (then transposed back on emit),
+// or the dynamo exporter's 3-D detour Reshape(B·N, S, H) → Transpose(0,2,1) → Reshape(B, N, H, S),
+// which the guard proves is the same transpose.
+inline constexpr auto k_detour =
+    op<"Reshape">(op<"Transpose">(op<"Reshape">(capture<"k_flat">, any()).bind<"k_merge">())
+                      .attr<"perm">(ints(0, 2, 1)),
+                  any());
+inline constexpr auto k_transposed = any_of(
+    op<"Transpose">(capture<"k_bnsh">).attr<"perm">(ints(0, 1, 3, 2)),
+    op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour, capture<"kt">);
+
+// A scale factor the facts fold to one number: a constant, or computed from q's shape at run
+// time as torch's SDPA decomposition does (Shape → Slice → Cast → Sqrt → Div → Sqrt).
+inline constexpr auto folded_scalar = [](const graph& g, value_id v) {
+  return facts_of(g).real_scalar(v).has_value();
+};
+
+// Post-scaled, as hand-written F5-TTS exporters write it: MatMul(q, kᵀ) → [Cast] → Mul|Div.
 inline constexpr auto scores = op<"MatMul">(capture<"q">, k_transposed).bind<"scores">();
 inline constexpr auto widened = optional<"Cast">(scores).bind<"up">();
-inline constexpr auto scaled = any_of(commutative(op<"Mul">(widened, constant_scalar<"scale">)),
-                                      op<"Div">(widened, constant_scalar<"divisor">));
+inline constexpr auto post_scaled =
+    any_of(commutative(op<"Mul">(widened, constant_scalar<"scale">)),
+           op<"Div">(widened, constant_scalar<"divisor">));
+// Pre-scaled, torch's SDPA decomposition: MatMul(q·√s, kᵀ·√s).
+inline constexpr auto pre_scaled =
+    op<"MatMul">(
+        commutative(op<"Mul">(capture<"q">, capture<"q_factor">.where("a scalar", folded_scalar))),
+        commutative(op<"Mul">(k_transposed, capture<"k_factor">.where("a scalar", folded_scalar))))
+        .bind<"scores">();
 inline constexpr auto probs =
-    optional<"Cast">(op<"Softmax">(scaled).attr<"axis">(last_axis)).bind<"down">();
+    optional<"Cast">(op<"Softmax">(any_of(post_scaled, pre_scaled)).attr<"axis">(last_axis))
+        .bind<"down">();
 inline constexpr auto core = op<"MatMul">(probs, capture<"v">);
 inline constexpr auto merged =
-    op<"Reshape">(op<"Transpose">(core).attr<"perm">(ints(0, 2, 1, 3)), constant<"merged_shape">);
+    op<"Reshape">(op<"Transpose">(core).attr<"perm">(ints(0, 2, 1, 3)), any());
 
+// The scale the block applies to QKᵀ: the post-scale, or the product of the two pre-scale
+// factors.
 template <class M>
-double scale_of(const M& m) {
-  return has<"scale">(m) ? get<"scale">(m) : 1.0 / get<"divisor">(m);
+double scale_of(const graph& g, const M& m) {
+  if (has<"scale">(m)) return get<"scale">(m);
+  if (has<"divisor">(m)) return 1.0 / get<"divisor">(m);
+  const facts& f = facts_of(g);
+  return *f.real_scalar(get<"q_factor">(m)) * *f.real_scalar(get<"k_factor">(m));
+}
+
+// kᵀ as the QKᵀ MatMul reads it.
+template <class M>
+value_id key_transposed(const graph& g, const M& m) {
+  const node_id scores = get<"scores">(m);
+  if (has<"q_factor">(m)) {
+    const node_id scaled_k = g.producer(g.input(scores, 1));
+    const value_id a = g.input(scaled_k, 0);
+    return a == get<"k_factor">(m) ? g.input(scaled_k, 1) : a;
+  }
+  return g.input(scores, 1);
+}
+
+// The detour is Transpose(0,1,3,2) exactly when the first Reshape merges batch and heads and keeps
+// sequence and head size, and the second splits them back: both only regroup leading dims.
+template <class M>
+bool detour_is_a_transpose(const graph& g, const M& m) {
+  const facts& f = facts_of(g);
+  const value_id k = get<"k_flat">(m), flat = g.output(get<"k_merge">(m), 0);
+  const value_id kt = key_transposed(g, m);
+  if (f.rank(k) != 4u || f.rank(flat) != 3u || f.rank(kt) != 4u) return false;
+  const auto& d = f.shape(k).dims;
+  const auto& r = f.shape(flat).dims;
+  const auto& t = f.shape(kt).dims;
+  return equal(r[0], d[0] * d[1]) == truth::yes && equal(r[1], d[2]) == truth::yes &&
+         equal(r[2], d[3]) == truth::yes && equal(t[0], d[0]) == truth::yes &&
+         equal(t[1], d[1]) == truth::yes && equal(t[2], d[3]) == truth::yes &&
+         equal(t[3], d[2]) == truth::yes;
 }
 
 // The checks across captures that a pattern cannot express.
@@ -69,8 +125,19 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
       return verdict::no("the casts around Softmax are not a " + std::string(dtype_name(t)) +
                          " → float32 → " + std::string(dtype_name(t)) + " round trip");
   }
-  const value_id kt = g.input(get<"scores">(m), 1);
+  const value_id kt = key_transposed(g, m);
   const facts& f = facts_of(g);
+  if (has<"k_flat">(m) && !detour_is_a_transpose(g, m))
+    return verdict::no(
+        "the Reshape → Transpose(0,2,1) → Reshape before the QKᵀ MatMul is not "
+        "proven to transpose k " +
+        f.shape_text(get<"k_flat">(m)) + " to kᵀ " + f.shape_text(kt));
+  if (has<"q_factor">(m) && get<"q_factor">(m) != get<"k_factor">(m) &&
+      *f.real_scalar(get<"q_factor">(m)) != *f.real_scalar(get<"k_factor">(m)))
+    return verdict::no("the scale factors on q (" +
+                       pattern::number_text(*f.real_scalar(get<"q_factor">(m))) + ") and kᵀ (" +
+                       pattern::number_text(*f.real_scalar(get<"k_factor">(m))) +
+                       ") differ; torch's decomposition scales both by one √scale");
   if (f.rank(q) != 4u || f.rank(kt) != 4u || f.rank(v) != 4u)
     return verdict::no("q, kᵀ and v are not proven 4-D [batch, heads, sequence, head size]: q " +
                        f.shape_text(q) + ", kᵀ " + f.shape_text(kt) + ", v " + f.shape_text(v));
@@ -104,7 +171,7 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
   if (model_heads && opts.num_heads > 0 && *model_heads != opts.num_heads)
     return verdict::no("--num-heads " + std::to_string(opts.num_heads) + " contradicts the " +
                        std::to_string(*model_heads) + " heads of the model");
-  const double scale = scale_of(m);
+  const double scale = scale_of(g, m);
   if (!std::isfinite(scale) || scale <= 0)
     return verdict::no("the scale " + std::to_string(scale) + " is not a positive finite number");
   if (opts.fused_target == rewrite::options::target::onnx && g.opset("") < 23)
@@ -117,6 +184,7 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
 template <class M>
 std::string key_bnsh(const M& m, rewrite::emitter& e) {
   if (has<"k_bnsh">(m)) return e.value(get<"k_bnsh">(m));
+  if (has<"k_flat">(m)) return e.value(get<"k_flat">(m));
   if (has<"k_bsnh">(m))
     return e.op("Transpose", {e.value(get<"k_bsnh">(m))},
                 {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
@@ -130,12 +198,24 @@ std::int64_t heads(const graph& g, const M& m, const rewrite::options& opts) {
   return opts.num_heads;  // only where the model does not say; the guard refuses a contradiction
 }
 
+// The ops' default scale is 1/√(head size): where the block's scale is exactly that, the fused
+// node leaves the attribute out.
+template <class M>
+bool default_scale(const graph& g, const M& m) {
+  const auto head_size = facts_of(g).dim_of(get<"q">(m), 3)->constant();
+  return head_size && scale_of(g, m) == 1.0 / std::sqrt(double(*head_size));
+}
+
 template <class M>
 void note(const graph& g, const M& m, rewrite::emitter& e, std::int64_t num_heads) {
-  e.note("scale", scale_of(m));
+  e.note("scale", scale_of(g, m));
+  e.note("scale_form", has<"q_factor">(m) ? "q and kᵀ pre-scaled" : "scores post-scaled");
   e.note("num_heads", num_heads);
   e.note("casts_removed", int(get<"up">(m) != no_id) + int(get<"down">(m) != no_id));
-  e.note("k_layout", has<"k_bnsh">(m) ? "BNSH" : has<"k_bsnh">(m) ? "BSNH" : "BNHS");
+  e.note("k_layout", has<"k_bnsh">(m)   ? "BNSH"
+                     : has<"k_bsnh">(m) ? "BSNH"
+                     : has<"k_flat">(m) ? "BNSH via a 3-D transpose"
+                                        : "BNHS");
   e.note("dtype", std::string(dtype_name(g.type(get<"q">(m)))));
 }
 
@@ -148,11 +228,14 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merge) 
   const std::string key = key_bnsh(m, e);
   const std::string value = e.value(get<"v">(m));
   const std::string q = e.value(get<"q">(m));
-  const double scale = scale_of(m);
+  const double scale = scale_of(g, m);
+  const bool implicit = default_scale(g, m);
   if (e.options().fused_target == rewrite::options::target::onnx) {
     e.note("target", "ai.onnx Attention");
-    const std::string y = e.op("Attention", {q, key, value},
-                               {{"scale", scale}, {"softmax_precision", dtype::float32}});
+    const std::string y =
+        implicit ? e.op("Attention", {q, key, value}, {{"softmax_precision", dtype::float32}})
+                 : e.op("Attention", {q, key, value},
+                        {{"scale", scale}, {"softmax_precision", dtype::float32}});
     if (!merge) return y;
     const auto bsnh = e.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
     return e.op("Reshape", {bsnh, e.value(g.input(m.root(), 1))});
@@ -160,8 +243,11 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merge) 
   e.note("target", "com.microsoft MultiHeadAttention");
   const auto q_bsnh = e.op("Transpose", {q}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
   const auto q_bsd = e.op("Reshape", {q_bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
-  const std::string y = e.op("MultiHeadAttention", {q_bsd, key, value},
-                             {{"num_heads", num_heads}, {"scale", scale}}, "com.microsoft");
+  const std::string y = implicit
+                            ? e.op("MultiHeadAttention", {q_bsd, key, value},
+                                   {{"num_heads", num_heads}}, "com.microsoft")
+                            : e.op("MultiHeadAttention", {q_bsd, key, value},
+                                   {{"num_heads", num_heads}, {"scale", scale}}, "com.microsoft");
   if (merge) return y;
   const auto bsnh =
       e.op("Reshape", {y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
