@@ -393,4 +393,16 @@ TEST(DitPrescaled, NearMisses) {
             "MatMul 'context': the Reshape → Transpose(0,2,1) → Reshape before the QKᵀ MatMul is "
             "not proven to transpose k [1, 4, 6, 16] to kᵀ [1, 4, 16, 6]");
 }
+TEST(DitRule, AttentionTheExporterWroteIsReportedAsAlreadyFused) {
+  // The dynamo exporter writes ai.onnx Attention itself at opset 23: no near miss, no silence.
+  model_builder b(23);
+  auto q = b.input("q", dtype::float32, {1, 4, "S", 8});
+  b.output(b.op("Attention", {q, q, q}, {}, {.name = "sdpa"}));
+  model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m);
+  EXPECT_TRUE(report.fusions.empty());
+  EXPECT_EQ(report.already_fused, std::vector<std::string>{"Attention 'sdpa'"});
+  EXPECT_NE(report.to_table().find("already fused: Attention 'sdpa'"), std::string::npos);
+}
+
 }  // namespace

@@ -34,6 +34,8 @@ struct report {
   std::vector<std::string> rules;  // every rule that ran, in order
   std::vector<fusion> fusions;
   std::vector<near_miss> near_misses;
+  // Blocks the model held fused already (an exporter's own attention op), as "Op 'name'".
+  std::vector<std::string> already_fused;
   int passes = 0;
 
   std::map<std::string, int> removed() const { return total(&fusion::removed); }
@@ -44,6 +46,7 @@ struct report {
     out["passes"] = passes;
     out["removed"] = removed();
     out["added"] = added();
+    out["already_fused"] = already_fused;
     out["rules"] = nlohmann::json::array();
     for (const std::string& name : rules) {
       nlohmann::json r{{"name", name},
@@ -88,6 +91,8 @@ struct report {
       for (const auto& [op, n] : counts) out << " " << op << " " << n << ";";
       out << "\n";
     }
+    for (const std::string& node : already_fused)
+      out << "already fused: " << node << " (the model's own attention op)\n";
     for (const near_miss& n : near_misses)
       out << "near miss [" << n.rule << "] at " << n.anchor << ": " << n.reason << "\n";
     return out.str();

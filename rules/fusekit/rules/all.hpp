@@ -2,15 +2,40 @@
 #pragma once
 
 #include <array>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "dit.hpp"
 #include "fusekit/rewrite/driver.hpp"
 
 namespace fusekit::rules {
 
+// The attention ops a model holds before any rule runs: the dynamo exporter writes ai.onnx
+// Attention itself at opset 23. Reported, so a user reads "already fused", not silence.
+inline void find_fused_attention(const graph& g, std::vector<std::string>& out) {
+  static constexpr std::pair<std::string_view, std::string_view> fused_ops[] = {
+      {"", "Attention"},
+      {"com.microsoft", "MultiHeadAttention"},
+      {"com.microsoft", "GroupQueryAttention"},
+      {"com.microsoft", "Attention"}};
+  for (node_id n : g.topological_order()) {
+    for (const auto& [domain, op] : fused_ops)
+      if (g.domain(n) == domain && g.op_type(n) == op) out.push_back(g.describe(n));
+    for (const subgraph_ref& body : g.subgraphs(n)) find_fused_attention(*body.body, out);
+  }
+}
+
 inline rewrite::report fuse_all(model& m, const rewrite::options& opts = {}) {
-  return rewrite::fuse<dit_attention_merged, dit_attention>(m, opts);
+  std::vector<std::string> already_fused;
+  {
+    const graph g(m);
+    find_fused_attention(g, already_fused);
+  }
+  rewrite::report out = rewrite::fuse<dit_attention_merged, dit_attention>(m, opts);
+  out.already_fused = std::move(already_fused);
+  return out;
 }
 
 inline constexpr std::array<std::string_view, 2> names = {dit_attention_merged::name,
