@@ -388,11 +388,17 @@ TEST(DitPrescaled, NearMisses) {
   EXPECT_EQ(near_miss_of(prescaled_block{.k_factor = 0.25}.build()),
             "MatMul 'context': the scale factors on q (0.5) and kᵀ (0.25) differ; torch's "
             "decomposition scales both by one √scale");
-  // [4, 16, 6] reads k [1, 4, 6, 16] in another grouping: the detour scrambles k.
-  EXPECT_EQ(near_miss_of(prescaled_block{.detour = true, .detour_regroups = true}.build()),
-            "MatMul 'context': the Reshape → Transpose(0,2,1) → Reshape before the QKᵀ MatMul is "
-            "not proven to transpose k [1, 4, 6, 16] to kᵀ [1, 4, 16, 6]");
 }
+
+TEST(DitPrescaled, ADetourThatIsNoTransposeIsReadAsTheKeyItMakes) {
+  // [4, 16, 6] reads k [1, 4, 6, 16] in another grouping: not kᵀ of k, but still a [B, N, H, L]
+  // tensor the MatMul reads, so the fused op reads it as given (transposed back on emit).
+  model m = prescaled_block{.detour = true, .detour_regroups = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["k_layout"], "BNHS");
+}
+
 TEST(DitRule, AttentionTheExporterWroteIsReportedAsAlreadyFused) {
   // The dynamo exporter writes ai.onnx Attention itself at opset 23: no near miss, no silence.
   model_builder b(23);

@@ -204,6 +204,22 @@ TEST(Facts, SplitSqueezeRangeAndConstantOfShape) {
   EXPECT_EQ(f.shape_text(id(g, zeros)), "[2, S, 96]");
 }
 
+TEST(Facts, ReductionsKeepOrDropTheirAxes) {
+  // RMSNorm as decoders export it: ReduceMean over the last axis, kept for the broadcast.
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, "S", 32});
+  auto kept = b.op("ReduceMean", {x}, {{"axes", std::vector<std::int64_t>{-1}}});
+  auto dropped = b.op("ReduceSum", {x, shape_constant(b, {1})}, {{"keepdims", 0}});
+  auto all = b.op("ReduceMax", {x}, {{"keepdims", 0}});
+  for (const auto& v : {kept, dropped, all}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, kept)), "[2, S, 1]");
+  EXPECT_EQ(f.shape_text(id(g, dropped)), "[2, 32]");
+  EXPECT_EQ(f.shape_text(id(g, all)), "[]");
+}
+
 TEST(Facts, ADeclarationThatContradictsTheOpsIsReportedAndNotTrusted) {
   model_builder b(17);
   auto x = b.input("x", dtype::float32, {2, "S", 64});

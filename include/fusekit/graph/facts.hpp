@@ -401,6 +401,8 @@ class facts {
     if (op == "Range") return infer_range(n);
     if (op == "ConstantOfShape") return infer_constant_of_shape(n);
     if (op == "MultiHeadAttention" || op == "Attention") return infer_attention(n, op);
+    if (op.starts_with("Reduce")) return infer_reduce(n);
+    if (op == "CumSum") return set(n, 0, in_shape(n, 0));
   }
 
   void infer_unary(node_id n, std::string_view op) {
@@ -891,6 +893,33 @@ class facts {
       }
     }
     set(n, 0, std::move(s), std::move(c));
+  }
+
+  // Reduce*: the reduced axes become 1 (keepdims) or go; axes from the input (ReduceSum from
+  // opset 13, the others from 18) or the attribute; none given reduces all, unless told not to.
+  void infer_reduce(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    if (!x.known) return;
+    const bool keep = g_.attribute_int(n, "keepdims").value_or(1) != 0;
+    const auto axes = ints_of(n, 1, "axes");
+    if (!axes && g_.input(n, 1) != no_id) return;  // axes computed at run time
+    std::vector<bool> reduced(x.rank(), !axes || axes->empty());
+    if (axes && axes->empty() && g_.attribute_int(n, "noop_with_empty_axes").value_or(0) != 0)
+      return set(n, 0, x);
+    if (axes)
+      for (std::int64_t a : *axes) {
+        const auto i = axis_index(a, x.rank());
+        if (!i) return;
+        reduced[*i] = true;
+      }
+    shape_fact s{true, {}};
+    for (std::size_t i = 0; i < x.rank(); ++i) {
+      if (!reduced[i])
+        s.dims.push_back(x.dims[i]);
+      else if (keep)
+        s.dims.push_back(sym::constant(1));
+    }
+    set(n, 0, std::move(s));
   }
 
   // Output 0 of the fused attention ops: the query's batch and sequence, the value's head size.

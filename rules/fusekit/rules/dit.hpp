@@ -29,13 +29,32 @@ namespace dit {
 
 using namespace pattern;
 
-// Kᵀ as BNHS: transposed from BNSH or BSNH here, or already BNHS (then transposed back on emit),
-// or the dynamo exporter's 3-D detour Reshape(B·N, S, H) → Transpose(0,2,1) → Reshape(B, N, H, S),
-// which the guard proves is the same transpose.
+// The dynamo exporter's 3-D detour Reshape(B·N, S, H) → Transpose(0,2,1) → Reshape(B, N, H, S)
+// is Transpose(0,1,3,2) of k exactly when the first Reshape merges batch and heads and keeps
+// sequence and head size, and the second splits them back: both only regroup leading dims.
+inline bool detour_is_a_transpose(const graph& g, node_id outer) {
+  const facts& f = facts_of(g);
+  const value_id kt = g.output(outer, 0);
+  const node_id turn = g.producer(g.input(outer, 0));
+  const node_id merge = turn == no_id ? no_id : g.producer(g.input(turn, 0));
+  if (merge == no_id) return false;
+  const value_id k = g.input(merge, 0), flat = g.output(merge, 0);
+  if (f.rank(k) != 4u || f.rank(flat) != 3u || f.rank(kt) != 4u) return false;
+  const auto& d = f.shape(k).dims;
+  const auto& r = f.shape(flat).dims;
+  const auto& t = f.shape(kt).dims;
+  return equal(r[0], d[0] * d[1]) == truth::yes && equal(r[1], d[2]) == truth::yes &&
+         equal(r[2], d[3]) == truth::yes && equal(t[0], d[0]) == truth::yes &&
+         equal(t[1], d[1]) == truth::yes && equal(t[2], d[3]) == truth::yes &&
+         equal(t[3], d[2]) == truth::yes;
+}
+
+// Kᵀ as BNHS: transposed from BNSH or BSNH here, through the proven detour, or any other
+// [B, N, H, L] tensor as given (then transposed back on emit).
 inline constexpr auto k_detour =
-    op<"Reshape">(op<"Transpose">(op<"Reshape">(capture<"k_flat">, any()).bind<"k_merge">())
-                      .attr<"perm">(ints(0, 2, 1)),
-                  any());
+    op<"Reshape">(
+        op<"Transpose">(op<"Reshape">(capture<"k_flat">, any())).attr<"perm">(ints(0, 2, 1)), any())
+        .where("k's last two dims transposed", detour_is_a_transpose);
 inline constexpr auto k_transposed = any_of(
     op<"Transpose">(capture<"k_bnsh">).attr<"perm">(ints(0, 1, 3, 2)),
     op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour, capture<"kt">);
@@ -58,9 +77,17 @@ inline constexpr auto pre_scaled =
         commutative(op<"Mul">(capture<"q">, capture<"q_factor">.where("a scalar", folded_scalar))),
         commutative(op<"Mul">(k_transposed, capture<"k_factor">.where("a scalar", folded_scalar))))
         .bind<"scores">();
-inline constexpr auto probs =
-    optional<"Cast">(op<"Softmax">(any_of(post_scaled, pre_scaled)).attr<"axis">(last_axis))
-        .bind<"down">();
+// An additive mask on the scaled scores, as exporters build it (Where(bool, 0, −inf|finfo.min))
+// or as a model input: the fused ops' attention bias, when its shape is one they take.
+inline constexpr auto logits = any_of(post_scaled, pre_scaled);
+inline constexpr auto masked = any_of(commutative(op<"Add">(logits, capture<"mask">)), logits);
+inline constexpr auto softmax = op<"Softmax">(masked).attr<"axis">(last_axis);
+// torch's SDPA decomposition zeroes the rows a mask hides entirely: Where(IsNaN(p), 0, p).
+inline constexpr auto guarded =
+    any_of(op<"Where">(op<"IsNaN">(capture<"p">(softmax)), constant_scalar<"nan_fill">.value(0.0),
+                       capture<"p">),
+           softmax);
+inline constexpr auto probs = optional<"Cast">(guarded).bind<"down">();
 inline constexpr auto core = op<"MatMul">(probs, capture<"v">);
 inline constexpr auto merged =
     op<"Reshape">(op<"Transpose">(core).attr<"perm">(ints(0, 2, 1, 3)), any());
@@ -87,23 +114,6 @@ value_id key_transposed(const graph& g, const M& m) {
   return g.input(scores, 1);
 }
 
-// The detour is Transpose(0,1,3,2) exactly when the first Reshape merges batch and heads and keeps
-// sequence and head size, and the second splits them back: both only regroup leading dims.
-template <class M>
-bool detour_is_a_transpose(const graph& g, const M& m) {
-  const facts& f = facts_of(g);
-  const value_id k = get<"k_flat">(m), flat = g.output(get<"k_merge">(m), 0);
-  const value_id kt = key_transposed(g, m);
-  if (f.rank(k) != 4u || f.rank(flat) != 3u || f.rank(kt) != 4u) return false;
-  const auto& d = f.shape(k).dims;
-  const auto& r = f.shape(flat).dims;
-  const auto& t = f.shape(kt).dims;
-  return equal(r[0], d[0] * d[1]) == truth::yes && equal(r[1], d[2]) == truth::yes &&
-         equal(r[2], d[3]) == truth::yes && equal(t[0], d[0]) == truth::yes &&
-         equal(t[1], d[1]) == truth::yes && equal(t[2], d[3]) == truth::yes &&
-         equal(t[3], d[2]) == truth::yes;
-}
-
 // The checks across captures that a pattern cannot express.
 template <class M>
 rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts) {
@@ -127,11 +137,6 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
   }
   const value_id kt = key_transposed(g, m);
   const facts& f = facts_of(g);
-  if (has<"k_flat">(m) && !detour_is_a_transpose(g, m))
-    return verdict::no(
-        "the Reshape → Transpose(0,2,1) → Reshape before the QKᵀ MatMul is not "
-        "proven to transpose k " +
-        f.shape_text(get<"k_flat">(m)) + " to kᵀ " + f.shape_text(kt));
   if (has<"q_factor">(m) && get<"q_factor">(m) != get<"k_factor">(m) &&
       *f.real_scalar(get<"q_factor">(m)) != *f.real_scalar(get<"k_factor">(m)))
     return verdict::no("the scale factors on q (" +
@@ -171,6 +176,22 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
   if (model_heads && opts.num_heads > 0 && *model_heads != opts.num_heads)
     return verdict::no("--num-heads " + std::to_string(opts.num_heads) + " contradicts the " +
                        std::to_string(*model_heads) + " heads of the model");
+  if (has<"mask">(m)) {
+    const value_id mask = get<"mask">(m);
+    const sym* d = f.rank(mask) == 4u ? f.dim_of(mask, 0) : nullptr;
+    auto one_or = [&](int i, value_id x, int j) {
+      return f.dim_of(mask, i)->is_constant(1) || f.same_dim(mask, i, x, j) == truth::yes;
+    };
+    if (d == nullptr || !one_or(0, q, 0) || !one_or(1, q, 1) ||
+        f.same_dim(mask, 2, q, 2) != truth::yes || f.same_dim(mask, 3, v, 2) != truth::yes)
+      return verdict::no("the mask " + f.shape_text(mask) +
+                         " is not proven to be (batch or 1, heads or 1, sequence, key length) "
+                         "for q " +
+                         f.shape_text(q) + " and v " + f.shape_text(v));
+    if (g.type(mask) != t)
+      return verdict::no("the mask is " + std::string(dtype_name(g.type(mask))) + " but q is " +
+                         std::string(dtype_name(t)) + "; the fused op adds it in q's type");
+  }
   const double scale = scale_of(g, m);
   if (!std::isfinite(scale) || scale <= 0)
     return verdict::no("the scale " + std::to_string(scale) + " is not a positive finite number");
@@ -217,6 +238,8 @@ void note(const graph& g, const M& m, rewrite::emitter& e, std::int64_t num_head
                      : has<"k_flat">(m) ? "BNSH via a 3-D transpose"
                                         : "BNHS");
   e.note("dtype", std::string(dtype_name(g.type(get<"q">(m)))));
+  e.note("mask", has<"mask">(m) ? "attention bias" : "none");
+  e.note("nan_guard", has<"p">(m));
 }
 
 // MultiHeadAttention's (B,S,D) output, or Attention's BNSH one; `merge` says which the caller
@@ -232,10 +255,12 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merge) 
   const bool implicit = default_scale(g, m);
   if (e.options().fused_target == rewrite::options::target::onnx) {
     e.note("target", "ai.onnx Attention");
+    std::vector<std::string> inputs{q, key, value};
+    if (has<"mask">(m)) inputs.push_back(e.value(get<"mask">(m)));
     const std::string y =
-        implicit ? e.op("Attention", {q, key, value}, {{"softmax_precision", dtype::float32}})
-                 : e.op("Attention", {q, key, value},
-                        {{"scale", scale}, {"softmax_precision", dtype::float32}});
+        implicit
+            ? e.op("Attention", inputs, {{"softmax_precision", dtype::float32}})
+            : e.op("Attention", inputs, {{"scale", scale}, {"softmax_precision", dtype::float32}});
     if (!merge) return y;
     const auto bsnh = e.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
     return e.op("Reshape", {bsnh, e.value(g.input(m.root(), 1))});
@@ -243,11 +268,13 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merge) 
   e.note("target", "com.microsoft MultiHeadAttention");
   const auto q_bsnh = e.op("Transpose", {q}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
   const auto q_bsd = e.op("Reshape", {q_bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
-  const std::string y = implicit
-                            ? e.op("MultiHeadAttention", {q_bsd, key, value},
-                                   {{"num_heads", num_heads}}, "com.microsoft")
-                            : e.op("MultiHeadAttention", {q_bsd, key, value},
-                                   {{"num_heads", num_heads}, {"scale", scale}}, "com.microsoft");
+  // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias.
+  std::vector<std::string> inputs{q_bsd, key, value};
+  if (has<"mask">(m)) inputs.insert(inputs.end(), {"", "", e.value(get<"mask">(m))});
+  const std::string y =
+      implicit ? e.op("MultiHeadAttention", inputs, {{"num_heads", num_heads}}, "com.microsoft")
+               : e.op("MultiHeadAttention", inputs, {{"num_heads", num_heads}, {"scale", scale}},
+                      "com.microsoft");
   if (merge) return y;
   const auto bsnh =
       e.op("Reshape", {y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
