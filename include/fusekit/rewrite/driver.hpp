@@ -57,6 +57,16 @@ inline std::vector<std::string> describe_all(const graph& g, std::span<const nod
   return out;
 }
 
+// A rule may say which anchors look like its block at all (R::resembles(g, n)); a failed match
+// at any other anchor is no near miss, however far it got (a RoPE MatMul is not attention).
+template <class R>
+bool resembles(const graph& g, node_id n) {
+  if constexpr (requires { R::resembles(g, n); })
+    return R::resembles(g, n);
+  else
+    return true;
+}
+
 template <class R>
 void try_rule(const graph& g, const options& opts, name_pool& names, std::vector<candidate>& found,
               report& out) {
@@ -68,7 +78,7 @@ void try_rule(const graph& g, const options& opts, name_pool& names, std::vector
       pattern::match(R::pattern, g, n, &why);
       // A near miss got as far as the op type of the rule's near_miss_depth-th node. Failing
       // before that, on the anchor's own inputs, is not one: most anchors are unrelated nodes.
-      if (opts.explain || why.progress + 1 >= 2 * near_miss_depth<R>())
+      if (opts.explain || (why.progress + 1 >= 2 * near_miss_depth<R>() && resembles<R>(g, n)))
         out.near_misses.push_back(
             {std::string(R::name), g.describe(n), why.message, why.depth,
              describe_all(g, why.matched),
@@ -317,6 +327,9 @@ report fuse(model& m, const options& opts = {}) {
   report out;
   for (std::string_view name : {std::string_view(Rules::name)...})
     if (opts.runs(name)) out.rules.emplace_back(name);
+  // Nodes this run wrote: a later pass's near miss that stops at one is about a fusion already
+  // made (an output projection reading the fused op), not a block left unfused.
+  std::set<std::string> written;
   for (int pass = 0; pass < max_passes; ++pass) {
     const graph g(m);
     name_pool names(m.proto);
@@ -324,9 +337,14 @@ report fuse(model& m, const options& opts = {}) {
     report attempt;
     detail::collect<Rules...>(g, opts, names, found, attempt);
     if (!opts.explain) detail::drop_covered(attempt.near_misses);
+    std::erase_if(attempt.near_misses,
+                  [&](const near_miss& n) { return !opts.explain && written.contains(n.failing); });
     out.near_misses = std::move(attempt.near_misses);
     if (found.empty()) break;
     const std::vector<detail::candidate*> chosen = detail::select(found);
+    for (const detail::candidate* c : chosen)
+      for (const onnx::NodeProto& node : c->edit->nodes())
+        written.insert(node.op_type() + " '" + node.name() + "'");  // as graph::describe
     detail::commit_all(g, chosen, out);
     detail::import_domains(m.proto, chosen);
     ++out.passes;

@@ -114,6 +114,16 @@ value_id key_transposed(const graph& g, const M& m) {
   return g.input(scores, 1);
 }
 
+// Whether a Softmax feeds the anchor's data path within a few nodes: what makes a failed match
+// at this anchor a near miss worth a reason, rather than an unrelated MatMul or Reshape.
+inline bool softmax_upstream(const graph& g, node_id n) {
+  for (int step = 0; step < 8 && n != no_id; ++step) {
+    if (g.op_type(n) == "Softmax" && g.domain(n).empty()) return true;
+    n = g.producer(g.input(n, 0));
+  }
+  return false;
+}
+
 // The checks across captures that a pattern cannot express.
 template <class M>
 rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts) {
@@ -289,6 +299,7 @@ struct dit_attention_merged {
   // Reshape(Transpose(x)) is every head merge; it is a near miss once the MatMul matched too.
   static constexpr std::size_t near_miss_depth = 3;
   static constexpr auto pattern = dit::merged;
+  static bool resembles(const graph& g, node_id n) { return dit::softmax_upstream(g, n); }
 
   static rewrite::verdict guard(const graph& g, const auto& m, const rewrite::options& opts) {
     if (auto refused = dit::guard(g, m, opts); !refused) return refused;
@@ -312,6 +323,7 @@ struct dit_attention_merged {
 struct dit_attention {
   static constexpr std::string_view name = "dit-attention";
   static constexpr auto pattern = dit::core;
+  static bool resembles(const graph& g, node_id n) { return dit::softmax_upstream(g, n); }
 
   static rewrite::verdict guard(const graph& g, const auto& m, const rewrite::options& opts) {
     return dit::guard(g, m, opts);
