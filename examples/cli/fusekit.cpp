@@ -1,11 +1,16 @@
 // fusekit: fuse attention blocks of ONNX models, and say why the near misses did not fuse.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -96,9 +101,13 @@ arguments parse(int argc, char** argv) {
     } else if (flag == "--num-heads") {
       const std::string& n = value();
       char* end = nullptr;
+      errno = 0;
       a.options.num_heads = std::strtoll(n.c_str(), &end, 10);
-      if (*end != '\0' || a.options.num_heads <= 0)
-        throw usage_error("--num-heads needs a positive integer, not '" + n + "'");
+      // The fused ops store num_heads as a 32-bit attribute: larger counts are refused, never
+      // clamped.
+      if (*end != '\0' || errno == ERANGE || a.options.num_heads <= 0 ||
+          a.options.num_heads > std::numeric_limits<std::int32_t>::max())
+        throw usage_error("--num-heads needs a positive integer below 2^31, not '" + n + "'");
     } else if (flag == "--explain") {
       a.options.explain = true;
     } else if (flag == "--dry-run") {
@@ -122,14 +131,46 @@ struct progress {
   }
 };
 
-void write_text(const std::string& path, const std::string& text) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp);
+// Outputs replace only regular files: a symlink, device or directory at the path is refused.
+void check_replaceable(const std::string& path) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return;  // nothing there yet
+  if (!S_ISREG(st.st_mode))
+    throw fusekit::error("refusing to replace it: not a regular file", {.file = path});
+}
+
+// A text file written beside its destination and renamed over it by commit(); nothing is left
+// behind when the run fails first.
+class staged_text {
+ public:
+  staged_text(std::string path, const std::string& text)
+      : path_(std::move(path)), temp_(path_ + ".fusekit-tmp") {
+    check_replaceable(path_);
+    std::ofstream out(temp_);
     out << text;
-    if (!out) throw fusekit::error("cannot write", {.file = path});
+    if (!out) {
+      std::remove(temp_.c_str());
+      throw fusekit::error("cannot write", {.file = path_});
+    }
   }
-  std::rename(temp.c_str(), path.c_str());
+  staged_text(const staged_text&) = delete;
+  staged_text& operator=(const staged_text&) = delete;
+  ~staged_text() {
+    if (!committed_) std::remove(temp_.c_str());
+  }
+  void commit() {
+    if (std::rename(temp_.c_str(), path_.c_str()) != 0)
+      throw fusekit::error(std::string("cannot write: ") + std::strerror(errno), {.file = path_});
+    committed_ = true;
+  }
+
+ private:
+  std::string path_, temp_;
+  bool committed_ = false;
+};
+
+void write_text(const std::string& path, const std::string& text) {
+  staged_text(path, text).commit();
 }
 
 int fuse(const arguments& a) {
@@ -141,11 +182,16 @@ int fuse(const arguments& a) {
   say("fusing");
   const auto report = fusekit::rules::fuse_all(m, a.options);
   fusekit::rewrite::check_invariants(m);
-  if (!a.report.empty()) write_text(a.report, report.to_json().dump(2) + "\n");
+  // The report is staged first and published only after the model is written: a failure
+  // anywhere leaves neither behind.
+  std::optional<staged_text> report_file;
+  if (!a.report.empty()) report_file.emplace(a.report, report.to_json().dump(2) + "\n");
   if (!a.dry_run) {
     say("writing " + a.output);
+    check_replaceable(a.output);
     fusekit::save_model(m, a.output);
   }
+  if (report_file) report_file->commit();
   if (!a.quiet) std::cout << report.to_table();
   return 0;
 }
@@ -277,6 +323,7 @@ int explain(const arguments& a) {
 }
 
 int demo(const arguments& a) {
+  if (!a.input.empty()) throw usage_error("demo takes no model, it has its own");
   fusekit::model m{fusekit::samples::make_dit_model({}), "dit_sample.onnx"};
   std::cout << "fusekit demo: the bundled sample, examples/models/dit_sample.onnx (a 2-layer "
                "F5-TTS-like DiT in float16: RoPE on q and k, cast-wrapped softmax, scale 100)\n\n";
@@ -286,14 +333,29 @@ int demo(const arguments& a) {
   return 0;
 }
 
+// Every error is one line: multi-line texts (the ONNX checker's) are joined.
+std::string one_line(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n') {
+      if (!out.empty() && out.back() != ' ') out += "; ";
+    } else {
+      out += c;
+    }
+  }
+  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    if (argc >= 2 && (std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h")) {
-      std::cout << usage;
-      return 0;
-    }
+    for (int i = 1; i < argc; ++i)
+      if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
+        std::cout << usage;
+        return 0;
+      }
     const arguments a = parse(argc, argv);
     if (a.command == "fuse") return fuse(a);
     if (a.command == "inspect") return inspect(a);
@@ -303,11 +365,8 @@ int main(int argc, char** argv) {
   } catch (const usage_error& e) {
     std::cerr << "fusekit: " << e.what() << "\n" << usage;
     return 2;
-  } catch (const fusekit::error& e) {
-    std::cerr << "fusekit: " << e.what() << "\n";
-    return 1;
   } catch (const std::exception& e) {
-    std::cerr << "fusekit: " << e.what() << "\n";
+    std::cerr << "fusekit: " << one_line(e.what()) << "\n";
     return 1;
   }
 }

@@ -66,6 +66,26 @@ check "dot marks matched nodes" grep -q "palegreen" block.dot
 check "explain of an unknown node exits 1" \
   test "$(exit_code "$fusekit" explain near_miss.onnx --node nope)" = 1
 
+# Bad input and bad destinations: exit 1 (or 2 for the command line), one line, nothing written.
+check "help after a command exits 0" test "$(exit_code "$fusekit" fuse --help)" = 0
+check "demo with a model exits 2" test "$(exit_code "$fusekit" demo extra.onnx)" = 2
+check "a huge --num-heads exits 2" \
+  test "$(exit_code "$fusekit" fuse "$sample" -o big.onnx --num-heads 99999999999999999999)" = 2
+check "a huge --num-heads: nothing written" test ! -e big.onnx
+ln -s fused.onnx link.onnx
+check "-o onto a symlink exits 1" test "$(exit_code "$fusekit" fuse "$sample" -o link.onnx)" = 1
+check "-o onto a symlink: one line" test "$(wc -l <err.txt)" = 1
+check "-o onto a symlink: the link stays a link" test -L link.onnx
+check "-o onto a device exits 1" test "$(exit_code "$fusekit" fuse "$sample" -o /dev/null)" = 1
+mkdir -p report_dir
+check "--report onto a directory exits 1" \
+  test "$(exit_code "$fusekit" fuse "$sample" -o by_dir.onnx --report report_dir)" = 1
+check "--report onto a directory: no model" test ! -e by_dir.onnx
+check "--report onto a directory: no temp file" test -z "$(ls | grep -e '-tmp$' -e '\.tmp$')"
+check "a failed write leaves no report" \
+  test "$(exit_code "$fusekit" fuse "$sample" -o missing_dir/out.onnx --report lone.json)" = 1
+check "a failed write: no report" test ! -e lone.json
+
 check "demo exits 0" test "$(exit_code "$fusekit" demo)" = 0
 check "demo fuses both blocks" grep -q "dit-attention-merged: 2 fused" out.txt
 
