@@ -110,6 +110,9 @@ def main() -> int:
         out.append("Every block fused.")
     for reason, where in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         out.append(f"- {reason}  \n  in: " + ", ".join(f"`{w}`" for w in sorted(where)))
+    if manifest.get("not_exported"):
+        out += ["", "## Exports left out", ""]
+        out += [f"- `{name}`: {why}" for name, why in sorted(manifest["not_exported"].items())]
     errors = [(stem, p, r) for stem, rs in peers["results"].items() for p, r in rs.items()
               if r.get("error")]
     if errors:

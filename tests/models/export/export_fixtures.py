@@ -26,6 +26,11 @@ import diffusion  # noqa: E402
 MANIFEST = common.OUT_DIR / "manifest.json"
 
 
+def not_exported() -> dict[str, str]:
+    """Configurations whose export exists but cannot be kept, with why."""
+    return {**getattr(diffusion, "UNLOADABLE", {}), **getattr(decoders, "UNLOADABLE", {})}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", default=[],
@@ -38,6 +43,7 @@ def main() -> int:
         manifest = json.loads(MANIFEST.read_text())
         for entry in manifest["fixtures"]:
             entry["chain"] = common.block_chain(onnx.load(str(common.OUT_DIR / entry["file"])))
+        manifest["not_exported"] = not_exported()
         MANIFEST.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
         return 0
     fixtures = {**diffusion.FIXTURES, **decoders.FIXTURES}
@@ -64,7 +70,7 @@ def main() -> int:
             entries = {e["file"]: e for e in json.loads(MANIFEST.read_text())["fixtures"]}
         entries.update(done)
         known = {f"{n}.onnx" for n in fixtures}
-        manifest = {"versions": common.versions(),
+        manifest = {"versions": common.versions(), "not_exported": not_exported(),
                     "fixtures": sorted((e for f, e in entries.items() if f in known),
                                        key=lambda e: e["file"])}
         MANIFEST.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
