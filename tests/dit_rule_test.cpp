@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "dit_model.hpp"
 #include "fusekit/graph/model_builder.hpp"
@@ -324,6 +325,7 @@ struct prescaled_block {
   bool detour = false;           // kᵀ as Reshape → Transpose(0,2,1) → Reshape (dynamo)
   bool detour_regroups = false;  // …whose first Reshape regroups S and H instead of keeping them
   double k_factor = 0.5;         // 16^-¼ on both sides is the default scale
+  bool select_mask = false;      // Where(keep, scores, -inf) instead of an additive mask
 
   model build() const {
     model_builder b(18);
@@ -352,8 +354,13 @@ struct prescaled_block {
                                   b.op("Sqrt", {b.op("Cast", {last}, {{"to", dtype::float32}})})});
       qs = ks = b.op("Sqrt", {inverse});
     }
-    auto scores =
+    value scores =
         b.op("MatMul", {b.op("Mul", {q, qs}), b.op("Mul", {kt, ks})}, {}, {.name = "scores"});
+    if (select_mask)
+      scores = b.op("Where",
+                    {b.input("keep", dtype::boolean, {1, 1, 6, 6}), scores,
+                     b.scalar(dtype::float32, -std::numeric_limits<double>::infinity())},
+                    {}, {.name = "select"});
     auto p = b.op("Softmax", {scores}, {{"axis", -1}}, {.name = "softmax"});
     b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
     return b.build_model();
@@ -390,6 +397,10 @@ TEST(DitPrescaled, NearMisses) {
   EXPECT_EQ(near_miss_of(prescaled_block{.k_factor = 0.25}.build()),
             "MatMul 'context': the scale factors on q (0.5) and kᵀ (0.25) differ; torch's "
             "decomposition scales both by one √scale");
+  // A mask that selects instead of adding: no fused op takes a select, so it is no mask.
+  EXPECT_EQ(near_miss_of(prescaled_block{.select_mask = true}.build()),
+            "MatMul 'context': input 0 of Softmax 'softmax', input 0 of MatMul 'context': "
+            "expected Add, found Where 'select'");
 }
 
 TEST(DitPrescaled, ADetourThatIsNoTransposeIsReadAsTheKeyItMakes) {
