@@ -374,7 +374,9 @@ TEST(DitPrescaled, ConstantFactorsOfTheDefaultScaleFuseWithoutAScaleAttribute) {
   EXPECT_EQ(report.fusions[0].params["scale"], 0.25);
   EXPECT_EQ(report.fusions[0].params["scale_form"], "q and kᵀ pre-scaled");
   for (const auto& n : m.proto.graph().node())
-    if (n.op_type() == "MultiHeadAttention") EXPECT_EQ(n.attribute_size(), 1);  // num_heads only
+    if (n.op_type() == "MultiHeadAttention") {
+      EXPECT_EQ(n.attribute_size(), 1);  // num_heads only
+    }
   fusekit::rewrite::check_invariants(m);
 }
 

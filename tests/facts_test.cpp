@@ -220,6 +220,42 @@ TEST(Facts, ReductionsKeepOrDropTheirAxes) {
   EXPECT_EQ(f.shape_text(id(g, all)), "[]");
 }
 
+TEST(Facts, EinsumTileAndFlatten) {
+  // Flux builds its RoPE table with all three.
+  model_builder b(17);
+  auto pos = b.input("pos", dtype::float32, {"P"});
+  auto freq = b.input("freq", dtype::float32, {8});
+  auto outer = b.op("Einsum", {pos, freq}, {{"equation", "i, j -> ij"}});
+  auto tiled = b.op("Tile", {outer, shape_constant(b, {1, 2})});
+  auto flat = b.op("Flatten", {b.op("Unsqueeze", {tiled, shape_constant(b, {0})})}, {{"axis", 2}});
+  for (const auto& v : {outer, tiled, flat}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, outer)), "[P, 8]");
+  EXPECT_EQ(f.shape_text(id(g, tiled)), "[P, 16]");
+  EXPECT_EQ(f.shape_text(id(g, flat)), "[P, 16]");
+}
+
+TEST(Facts, KnownIntegerQuotientsTruncateAndSymbolicOnesMustBeWhole) {
+  // torch.chunk's size: (n + chunks - 1) // chunks, folded when n is known.
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 197, "S"});
+  auto shape = b.op("Shape", {x});
+  auto n = b.op("Gather", {shape, b.scalar(dtype::int64, 1)});
+  auto s = b.op("Gather", {shape, b.scalar(dtype::int64, 2)});
+  auto chunk = b.op("Div", {n, b.scalar(dtype::int64, 6)});
+  auto rest = b.op("Mod", {n, b.scalar(dtype::int64, 6)});
+  auto half = b.op("Div", {s, b.scalar(dtype::int64, 2)});
+  for (const auto& v : {chunk, rest, half}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.real_scalar(id(g, chunk)), 32.0);
+  EXPECT_EQ(f.real_scalar(id(g, rest)), 5.0);
+  EXPECT_FALSE(f.content(id(g, half)).ints.at(0).known());  // S may be odd
+}
+
 TEST(Facts, ADeclarationThatContradictsTheOpsIsReportedAndNotTrusted) {
   model_builder b(17);
   auto x = b.input("x", dtype::float32, {2, "S", 64});

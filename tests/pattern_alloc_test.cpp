@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/pattern/pattern.hpp"
 
@@ -79,6 +80,57 @@ TEST(PatternAllocation, MatchingAllocatesNothing) {
   const long explained_before = allocations.load();
   EXPECT_FALSE(match(near_miss, g, root, &why));
   EXPECT_GT(allocations.load() - explained_before, 0);
+}
+
+// The vocabulary that reads facts, earlier captures and tensor contents, skips value-preserving
+// nodes and matches optional or variadic inputs. facts_of(g) is built once per graph, on first
+// use: it is built before counting.
+constexpr auto qk =
+    op<"MatMul">(capture<"q">.proven_rank<4>(),
+                 transparent(capture<"kt">.same_dim<-2, "q", -1>().where_bound(
+                     "not q", [](const fusekit::graph&, fusekit::value_id v, const auto& bound) {
+                       return bound.template get<"q">() != v;
+                     })));
+constexpr auto masked = op<"Where">(constant<"mask">.lower_triangular_ones(), qk,
+                                    constant_scalar<"fill">.at_most(-1e4));
+constexpr auto joined = op<"Concat">(all<"parts">(any().proven_rank<4>()));
+constexpr auto sliced =
+    op<"Slice">(capture<"data">, constant<"starts">.all_equal(), constant<"ends">.all_ones(),
+                maybe(constant<"axes">), maybe(constant<"steps">));
+// Fails after trying every skip length of transparent().
+constexpr auto masked_miss = op<"Where">(constant<"mask">.lower_triangular_ones(),
+                                         op<"MatMul">(capture<"q">, transparent(op<"Relu">(any()))),
+                                         constant_scalar<"fill">.at_most(-1e4));
+
+TEST(PatternAllocation, NewVocabularyAllocatesNothing) {
+  fusekit::build::model_builder b;
+  auto q = b.input("q", dtype::float16, {2, 4, 3, 8});
+  auto k = b.input("k", dtype::float16, {2, 4, 8, 3});
+  auto kt = b.op("Cast", {b.op("Cast", {b.op("Identity", {k})}, {{"to", dtype::float32}})},
+                 {{"to", dtype::float16}});
+  auto mask = b.initializer("mask", dtype::boolean, {3, 3}, {1, 0, 0, 1, 1, 0, 1, 1, 1});
+  auto where = b.op("Where", {mask, b.op("MatMul", {q, kt}), b.scalar(dtype::float16, -65504)});
+  auto concat = b.op("Concat", {where, q}, {{"axis", -1}});
+  auto slice = b.op("Slice", {concat, b.initializer(dtype::int64, {2}, {0, 0}),
+                              b.initializer(dtype::int64, {1}, {1})});
+  b.output(slice);
+  const auto model = b.build();
+  const fusekit::graph g(model);
+  auto root = [&](const auto& v) { return g.producer(*g.find_value(v.name)); };
+  (void)fusekit::facts_of(g);
+
+  const long before = allocations.load();
+  const bool matched = bool(match(masked, g, root(where)));
+  const bool missed = bool(match(masked_miss, g, root(where)));
+  const bool concat_matched = bool(match(joined, g, root(concat)));
+  const bool slice_matched = bool(match(sliced, g, root(slice)));
+  const long during = allocations.load() - before;
+
+  EXPECT_TRUE(matched);
+  EXPECT_FALSE(missed);
+  EXPECT_TRUE(concat_matched);
+  EXPECT_TRUE(slice_matched);
+  EXPECT_EQ(during, 0);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -224,6 +226,77 @@ static_assert(one_of_dtypes<dtype::float16, dtype::float32>().values[0] ==
               std::int64_t(dtype::float16));
 static_assert(optional<"Cast">(any()).to<dtype::float32>().inner.preds.head.matcher.values[0] ==
               std::int64_t(dtype::float32));
+
+// ---- maybe(), all<>, transparent(): arity, captures, nodes
+
+// maybe(p): an input the node may omit; the inputs before the last required one are required.
+constexpr auto slice = op<"Slice">(capture<"data">, constant<"starts">, constant<"ends">,
+                                   maybe(constant<"axes">), maybe(constant<"steps">));
+using slice_t = decltype(slice);
+static_assert(slice_t::arity == 5);
+static_assert(slice_t::required == 3);
+static_assert(!slice_t::variadic);
+static_assert(slice_t::nodes == 1);
+static_assert(slice_t::captures::size == 5);
+static_assert(kind_of<slice_t>("axes") == capture_kind::tensor);
+static_assert(std::same_as<get_t<slice_t, "steps">, const onnx::TensorProto*>);
+static_assert(decltype(op<"Clip">(any(), maybe(any()), any()))::required == 3);
+static_assert(decltype(maybe(op<"Relu">(any())))::nodes == 1);
+static_assert(std::is_trivially_copyable_v<slice_t>);
+
+// all<"parts">: every input, bound as a list of value ids (a span into the graph's index).
+constexpr auto concat = op<"Concat">(all<"parts">);
+using concat_t = decltype(concat);
+static_assert(concat_t::variadic);
+static_assert(concat_t::arity == 1);
+static_assert(concat_t::nodes == 1);
+static_assert(kind_of<concat_t>("parts") == capture_kind::list);
+static_assert(std::same_as<get_t<concat_t, "parts">, std::span<const value_id>>);
+static_assert(std::same_as<capture_type<capture_kind::list>, std::span<const value_id>>);
+static_assert(decltype(op<"Sum">(all<"xs">(any().dtype<dtype::float16>())))::captures::size == 1);
+static_assert(sizeof(all<"parts">) == 1);
+static_assert(std::is_trivially_copyable_v<concat_t>);
+
+// transparent(p) may hold up to 4 skipped nodes besides p's.
+static_assert(decltype(transparent(capture<"x">))::nodes == 4);
+static_assert(decltype(transparent(op<"Softmax">(op<"Relu">(any()))))::nodes == 6);
+static_assert(std::same_as<decltype(transparent(op<"Relu">(capture<"x">)))::captures,
+                           decltype(op<"Relu">(capture<"x">))::captures>);
+
+// ---- predicates on facts and on earlier captures: checks only, they bind nothing
+
+static_assert(std::same_as<decltype(capture<"k">.same_dim<-1, "q", -2>())::captures,
+                           decltype(capture<"k">)::captures>);
+static_assert(decltype(any().proven_rank<4>())::captures::size == 0);
+static_assert(decltype(any().proven_rank<4>().same_dim<0, "q", 0>())::nodes == 0);
+constexpr auto bound_check = capture<"x">.where_bound(
+    "after q",
+    [](const fusekit::graph&, value_id, const auto& bound) { return bound.template has<"q">(); });
+static_assert(std::same_as<decltype(bound_check)::captures, decltype(capture<"x">)::captures>);
+static_assert(std::is_trivially_copyable_v<decltype(bound_check)>);
+// The bound view reads slots with the types get<> returns, and is one pointer.
+static_assert(std::same_as<
+              decltype(std::declval<bound_captures<typed_t::captures>>().get<"scale">()), double>);
+static_assert(
+    std::same_as<decltype(std::declval<bound_captures<concat_t::captures>>().get<"parts">()),
+                 std::span<const value_id>>);
+static_assert(sizeof(bound_captures<sdpa_captures>) == sizeof(void*));
+
+// ---- ranges of constant scalars and rules on constant tensors are constexpr
+
+static_assert(constant_scalar<"fill">.at_most(-1e4).has_most);
+static_assert(constant_scalar<"fill">.at_most(-1e4).most == -1e4);
+static_assert(constant_scalar<"fill">.at_least(0).at_most(1).least == 0);
+static_assert(!constant_scalar<"fill">.at_least(0).has_most);
+static_assert(constant_scalar<"fill">.value(-std::numeric_limits<double>::infinity()).expected ==
+              -std::numeric_limits<double>::infinity());
+static_assert(constant<"m">.rule == tensor_rule::none);
+static_assert(constant<"m">.all_ones().rule == tensor_rule::all_ones);
+static_assert(constant<"m">.all_equal().rule == tensor_rule::all_equal);
+static_assert(constant<"m">.lower_triangular_ones().rule == tensor_rule::lower_triangular_ones);
+static_assert(decltype(constant<"m">.all_ones())::nodes == 0);
+static_assert(kind_of<decltype(op<"Where">(constant<"m">.lower_triangular_ones(), any(), any()))>(
+                  "m") == capture_kind::tensor);
 
 // ---- op names resolve at compile time
 

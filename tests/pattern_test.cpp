@@ -4,15 +4,21 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
+#include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/model_builder.hpp"
 
 namespace {
 
 using namespace fusekit::pattern;
 using fusekit::dtype;
+using fusekit::facts;
 using fusekit::graph;
 using fusekit::no_id;
 using fusekit::node_id;
+using fusekit::truth;
+using fusekit::value_id;
 using fusekit::build::model_builder;
 using fusekit::build::value;
 
@@ -514,6 +520,404 @@ TEST(Subgraphs, PatternsMatchInsideBodies) {
   const auto r = match(op<"Neg">(op<"Relu">(capture<"x">)), then_body, 1);
   ASSERT_TRUE(r);
   EXPECT_TRUE(then_body.is_outer_scope(r.get<"x">()));
+}
+
+// ---- maybe and all: optional trailing inputs, variadic inputs
+
+TEST(Maybe, TrailingInputsMayBeOmitted) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4, 8});
+  auto starts = b.initializer("starts", dtype::int64, {1}, {0});
+  auto ends = b.initializer("ends", dtype::int64, {1}, {2});
+  auto axes = b.initializer("axes", dtype::int64, {1}, {1});
+  auto steps = b.initializer("steps", dtype::int64, {1}, {1});
+  auto three = b.op("Slice", {x, starts, ends});
+  auto four = b.op("Slice", {x, starts, ends, axes});
+  auto five = b.op("Slice", {x, starts, ends, axes, steps});
+  auto gap = b.op("Slice", {x, starts, ends, value{}, steps});
+  auto trailing_blank = b.op("Slice", {x, starts, ends, axes, value{}});
+  for (auto& v : {three, four, five, gap, trailing_blank}) b.output(v);
+  indexed m(b);
+  constexpr auto p = op<"Slice">(capture<"data">, constant<"starts">, constant<"ends">,
+                                 maybe(constant<"axes">), maybe(constant<"steps">));
+  const auto r3 = match(p, m.g, m.node(three));
+  ASSERT_TRUE(r3);
+  EXPECT_FALSE(r3.has<"axes">());
+  EXPECT_FALSE(r3.has<"steps">());
+  EXPECT_EQ(r3.get<"axes">(), nullptr);
+  const auto r4 = match(p, m.g, m.node(four));
+  ASSERT_TRUE(r4);
+  EXPECT_EQ(r4.get<"axes">()->name(), "axes");
+  EXPECT_FALSE(r4.has<"steps">());
+  const auto r5 = match(p, m.g, m.node(five));
+  ASSERT_TRUE(r5);
+  EXPECT_EQ(r5.get<"steps">()->name(), "steps");
+  // An omitted input in the middle ("") is omitted too.
+  const auto rgap = match(p, m.g, m.node(gap));
+  ASSERT_TRUE(rgap);
+  EXPECT_FALSE(rgap.has<"axes">());
+  EXPECT_TRUE(rgap.has<"steps">());
+  const auto rblank = match(p, m.g, m.node(trailing_blank));
+  ASSERT_TRUE(rblank);
+  EXPECT_TRUE(rblank.has<"axes">());
+  EXPECT_FALSE(rblank.has<"steps">());
+  EXPECT_EQ(describe(p),
+            "Slice(data, starts:constant, ends:constant, maybe(axes:constant), "
+            "maybe(steps:constant))");
+}
+
+TEST(Maybe, NearMisses) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4, 8});
+  auto starts = b.initializer("starts", dtype::int64, {1}, {0});
+  auto ends = b.initializer("ends", dtype::int64, {1}, {2});
+  auto two = b.op("Slice", {x, starts});
+  auto computed_axes = b.op("Slice", {x, starts, ends, b.op("Shape", {x})});
+  for (auto& v : {two, computed_axes}) b.output(v);
+  indexed m(b);
+  constexpr auto p = op<"Slice">(capture<"data">, constant<"starts">, constant<"ends">,
+                                 maybe(constant<"axes">), maybe(constant<"steps">));
+  // ends is not optional.
+  EXPECT_EQ(why(p, m, two), "Slice 'Slice_0' has 2 inputs, the pattern expects 3 to 5");
+  // A given input must match: maybe() is not a wildcard.
+  EXPECT_EQ(why(p, m, computed_axes),
+            "input 3 of Slice 'Slice_2': expected constant 'axes', Shape 'Shape_1' is not a "
+            "constant");
+}
+
+TEST(All, BindsEveryInputAsAList) {
+  model_builder b;
+  auto x = b.input("x", dtype::float16, {2, 4});
+  auto y = b.input("y", dtype::float16, {2, 4});
+  auto z = b.input("z", dtype::float32, {2, 4});
+  auto three = b.op("Concat", {x, y, x}, {{"axis", 1}});
+  auto one = b.op("Concat", {y}, {{"axis", 1}});
+  auto mixed = b.op("Concat", {x, z}, {{"axis", 1}});
+  auto none = b.op("Concat", {}, {{"axis", 1}});
+  for (auto& v : {three, one, mixed, none}) b.output(v);
+  indexed m(b);
+  constexpr auto p = op<"Concat">(all<"parts">);
+  const auto r = match(p, m.g, m.node(three));
+  ASSERT_TRUE(r);
+  const std::span<const value_id> parts = r.get<"parts">();
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(m.g.name(parts[0]), "x");
+  EXPECT_EQ(m.g.name(parts[1]), "y");
+  EXPECT_EQ(m.g.name(parts[2]), "x");
+  const auto r1 = match(p, m.g, m.node(one));
+  ASSERT_TRUE(r1);
+  ASSERT_EQ(r1.get<"parts">().size(), 1u);
+  EXPECT_TRUE(match(p, m.g, m.node(mixed)));
+  // A failed match leaves an empty list.
+  const auto r0 = match(p, m.g, m.node(none));
+  EXPECT_FALSE(r0);
+  EXPECT_TRUE(r0.get<"parts">().empty());
+  EXPECT_EQ(why(p, m, none), "Concat 'Concat_3' has 0 inputs, the pattern expects at least 1");
+  // all<>(p): every input matches p.
+  constexpr auto halves = op<"Concat">(all<"parts">(any().dtype<dtype::float16>()));
+  EXPECT_TRUE(match(halves, m.g, m.node(three)));
+  EXPECT_EQ(why(halves, m, mixed),
+            "input 1 of Concat 'Concat_2': graph input 'z' has dtype float32, expected float16");
+  EXPECT_EQ(describe(p), "Concat(parts:all)");
+  EXPECT_EQ(describe(halves), "Concat(parts:all(_{dtype float16}))");
+}
+
+// ---- predicates that ask the facts oracle or see the captures bound so far
+
+TEST(Predicates, ProvenRank) {
+  model_builder b;
+  auto x = b.input("x", dtype::float16, {2, "S", 64});
+  auto y = b.input("y", dtype::float16);
+  auto neg = b.op("Neg", {b.op("Relu", {x})});
+  auto neg_y = b.op("Neg", {y});
+  for (auto& v : {neg, neg_y}) b.output(v);
+  indexed m(b);
+  // Nothing declares the Relu output, but Relu keeps its input's shape.
+  EXPECT_TRUE(match(op<"Neg">(any().proven_rank<3>()), m.g, m.node(neg)));
+  EXPECT_EQ(why(op<"Neg">(any().rank<3>()), m, neg),
+            "input 0 of Neg 'Neg_1': Relu 'Relu_0' has unknown rank, expected 3");
+  EXPECT_EQ(why(op<"Neg">(any().proven_rank<4>()), m, neg),
+            "input 0 of Neg 'Neg_1': Relu 'Relu_0' is not proven rank 4: it is [2, S, 64]");
+  EXPECT_EQ(why(op<"Neg">(any().proven_rank<4>()), m, neg_y),
+            "input 0 of Neg 'Neg_2': graph input 'y' is not proven rank 4: it is unknown rank");
+  EXPECT_EQ(describe(op<"Neg">(capture<"x">.proven_rank<4>())), "Neg(x{proven rank 4})");
+}
+
+TEST(Predicates, SameDimAsAnEarlierCapture) {
+  model_builder b;
+  auto q = b.input("q", dtype::float16, {2, 8, "S", 64});
+  auto kt = b.input("kt", dtype::float16, {2, 8, 64, "T"});
+  auto narrow = b.input("narrow", dtype::float16, {2, 8, 32, "S"});
+  auto scores = b.op("MatMul", {q, kt});
+  auto mismatched = b.op("MatMul", {q, narrow});
+  for (auto& v : {scores, mismatched}) b.output(v);
+  indexed m(b);
+  constexpr auto p =
+      op<"MatMul">(capture<"q">, capture<"kt">.same_dim<-2, "q", -1>().same_dim<0, "q", 0>());
+  EXPECT_TRUE(match(p, m.g, m.node(scores)));
+  // 32 is not 64.
+  EXPECT_EQ(why(p, m, mismatched),
+            "input 1 of MatMul 'MatMul_1': graph input 'narrow': dim -2 is not equal to dim -1 "
+            "of 'q': [2, 8, 32, S] vs [2, 8, S, 64]");
+  // T and S are different names: they may be equal at run time, nothing proves it.
+  EXPECT_EQ(why(op<"MatMul">(capture<"q">, capture<"kt">.same_dim<-1, "q", -2>()), m, scores),
+            "input 1 of MatMul 'MatMul_0': graph input 'kt': dim -1 is not proven equal to dim "
+            "-2 of 'q': [2, 8, 64, T] vs [2, 8, S, 64]");
+  // Inputs match in order: kt is not bound yet when q is checked.
+  EXPECT_EQ(why(op<"MatMul">(capture<"q">.same_dim<-1, "kt", -2>(), capture<"kt">), m, scores),
+            "input 0 of MatMul 'MatMul_0': graph input 'q': same_dim needs 'kt', which is not "
+            "bound yet at this point of the match");
+  EXPECT_EQ(describe(p), "MatMul(q, kt{dim -2 = dim -1 of 'q'}{dim 0 = dim 0 of 'q'})");
+}
+
+TEST(Predicates, WhereBoundSeesEarlierCaptures) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto y = b.input("y", dtype::float32, {4});
+  auto product = b.op("Mul", {x, y});
+  auto square = b.op("Mul", {x, x});
+  auto scaled = b.op("Mul", {b.scalar(dtype::float32, 2), x});
+  for (auto& v : {product, square, scaled}) b.output(v);
+  indexed m(b);
+  constexpr auto p = op<"Mul">(
+      capture<"a">,
+      any().where_bound("another value than 'a'", [](const graph&, value_id v, const auto& bound) {
+        return bound.template has<"a">() && bound.template get<"a">() != v;
+      }));
+  EXPECT_TRUE(match(p, m.g, m.node(product)));
+  EXPECT_EQ(why(p, m, square),
+            "input 1 of Mul 'Mul_1': graph input 'x': not another value than 'a'");
+  // Numbers, tensors and nodes read back with their own types.
+  constexpr auto positive_scale = op<"Mul">(
+      constant_scalar<"s">,
+      capture<"x">.where_bound("scaled up", [](const graph&, value_id, const auto& bound) {
+        const double s = bound.template get<"s">();
+        return s > 1;
+      }));
+  EXPECT_TRUE(match(positive_scale, m.g, m.node(scaled)));
+  EXPECT_EQ(describe(p), "Mul(a, _{another value than 'a'})");
+}
+
+TEST(Predicates, ProvenValueTellsNoFromUnknown) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto d = b.input("d", dtype::float32, {});
+  auto eight = b.op("Mul", {x, b.op("Sqrt", {b.scalar(dtype::float32, 64)})});
+  auto six = b.op("Mul", {x, b.op("Sqrt", {b.scalar(dtype::float32, 36)})});
+  auto fed = b.op("Mul", {x, b.op("Sqrt", {d})});
+  for (auto& v : {eight, six, fed}) b.output(v);
+  indexed m(b);
+  constexpr auto p = op<"Mul">(any(), any().proven_value("8", [](const facts& f, value_id v) {
+    const auto s = f.real_scalar(v);
+    return !s ? truth::unknown : *s == 8 ? truth::yes : truth::no;
+  }));
+  EXPECT_TRUE(match(p, m.g, m.node(eight)));
+  EXPECT_EQ(why(p, m, six), "input 1 of Mul 'Mul_5': Sqrt 'Sqrt_4': it is not 8");
+  // d is fed at run time: its √ is not known.
+  EXPECT_EQ(why(p, m, fed), "input 1 of Mul 'Mul_7': Sqrt 'Sqrt_6': not proven 8");
+  EXPECT_EQ(describe(p), "Mul(_, _{8})");
+}
+
+// ---- ranges and infinities of constant scalars, contents of constant tensors
+
+TEST(ConstantScalar, RangesAndInfinities) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto mask = b.input("mask", dtype::boolean, {4});
+  std::vector<value> wheres;
+  for (auto [type, fill] : {std::pair{dtype::float32, -inf},
+                            {dtype::float16, -inf},
+                            {dtype::float32, -1e4},
+                            {dtype::float32, -5.0},
+                            {dtype::float32, inf}})
+    wheres.push_back(b.op("Where", {mask, x, b.scalar(type, fill)}));
+  for (auto& v : wheres) b.output(v);
+  indexed m(b);
+  constexpr auto masked = op<"Where">(any(), any(), constant_scalar<"fill">.at_most(-1e4));
+  EXPECT_TRUE(match(masked, m.g, m.node(wheres[0])));
+  EXPECT_TRUE(match(masked, m.g, m.node(wheres[1])));
+  EXPECT_TRUE(match(masked, m.g, m.node(wheres[2])));  // inclusive
+  EXPECT_EQ(why(masked, m, wheres[3]),
+            "input 2 of Where 'Where_7': constant scalar 'fill' is -5, expected at most -10000");
+  EXPECT_EQ(why(op<"Where">(any(), any(), constant_scalar<"fill">.at_least(0)), m, wheres[3]),
+            "input 2 of Where 'Where_7': constant scalar 'fill' is -5, expected at least 0");
+  const auto r = match(masked, m.g, m.node(wheres[0]));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.get<"fill">(), -inf);
+  // An infinity equals itself, and nothing else.
+  constexpr auto minus_inf = op<"Where">(any(), any(), constant_scalar<"fill">.value(-inf));
+  EXPECT_TRUE(match(minus_inf, m.g, m.node(wheres[0])));
+  EXPECT_TRUE(match(minus_inf, m.g, m.node(wheres[1])));
+  EXPECT_EQ(why(minus_inf, m, wheres[2]),
+            "input 2 of Where 'Where_5': constant scalar 'fill' is -10000, expected -inf");
+  EXPECT_EQ(why(minus_inf, m, wheres[4]),
+            "input 2 of Where 'Where_9': constant scalar 'fill' is inf, expected -inf");
+  EXPECT_EQ(describe(constant_scalar<"fill">.at_least(-1).at_most(1)),
+            "fill:constant scalar>=-1<=1");
+}
+
+TEST(Constant, ContentRules) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {3, 3});
+  auto add = [&](const value& c) { return b.op("Add", {x, c}); };
+  auto equal = add(b.initializer("equal", dtype::float32, {3}, {2, 2, 2}));
+  auto unequal = add(b.initializer("unequal", dtype::int64, {3}, {2, 2, 3}));
+  auto ones = add(b.initializer("ones", dtype::boolean, {2, 2}, {1, 1, 1, 1}));
+  auto ones_f16 = add(b.constant(dtype::float16, {2}, {1, 1}));
+  auto not_ones = add(b.initializer("not_ones", dtype::float32, {2, 3}, {1, 1, 1, 1, 1, 0}));
+  auto tril = add(b.initializer("tril", dtype::boolean, {3, 3}, {1, 0, 0, 1, 1, 0, 1, 1, 1}));
+  auto tril_batched =
+      add(b.initializer("tril_batched", dtype::int64, {2, 2, 2}, {1, 0, 1, 1, 1, 0, 1, 1}));
+  auto triu = add(b.initializer("triu", dtype::boolean, {2, 2}, {1, 1, 0, 1}));
+  auto bad_batch =
+      add(b.initializer("bad_batch", dtype::float32, {2, 2, 2}, {1, 0, 1, 1, 1, 0, 0, 1}));
+  auto flat = add(b.initializer("flat", dtype::boolean, {3}, {1, 1, 1}));
+  for (auto& v :
+       {equal, unequal, ones, ones_f16, not_ones, tril, tril_batched, triu, bad_batch, flat})
+    b.output(v);
+  indexed m(b);
+  constexpr auto all_equal = op<"Add">(any(), constant<"m">.all_equal());
+  constexpr auto all_ones = op<"Add">(any(), constant<"m">.all_ones());
+  constexpr auto causal = op<"Add">(any(), constant<"m">.lower_triangular_ones());
+  EXPECT_TRUE(match(all_equal, m.g, m.node(equal)));
+  EXPECT_TRUE(match(all_equal, m.g, m.node(ones)));
+  EXPECT_EQ(why(all_equal, m, unequal),
+            "input 1 of Add 'Add_1': constant 'm' (initializer 'unequal') is not all equal: "
+            "element [2] is 3, element [0] is 2");
+  EXPECT_TRUE(match(all_ones, m.g, m.node(ones)));
+  EXPECT_TRUE(match(all_ones, m.g, m.node(ones_f16)));
+  EXPECT_EQ(why(all_ones, m, equal),
+            "input 1 of Add 'Add_0': constant 'm' (initializer 'equal') is not all ones: element "
+            "[0] is 2");
+  EXPECT_EQ(why(all_ones, m, not_ones),
+            "input 1 of Add 'Add_5': constant 'm' (initializer 'not_ones') is not all ones: "
+            "element [1, 2] is 0");
+  EXPECT_TRUE(match(causal, m.g, m.node(tril)));
+  EXPECT_TRUE(match(causal, m.g, m.node(tril_batched)));
+  EXPECT_EQ(why(causal, m, triu),
+            "input 1 of Add 'Add_8': constant 'm' (initializer 'triu') is not lower-triangular "
+            "ones: element [0, 1] is 1, expected 0");
+  EXPECT_EQ(why(causal, m, bad_batch),
+            "input 1 of Add 'Add_9': constant 'm' (initializer 'bad_batch') is not "
+            "lower-triangular ones: element [1, 1, 0] is 0, expected 1");
+  EXPECT_EQ(why(causal, m, flat),
+            "input 1 of Add 'Add_10': constant 'm' (initializer 'flat') has rank 1, "
+            "lower-triangular ones need at least 2");
+  EXPECT_EQ(describe(causal), "Add(_, m:constant{lower-triangular ones})");
+}
+
+// ---- one value read by two matched nodes
+
+struct shared_scale {
+  model_builder b;
+  value q = b.input("q", dtype::float32, {2, 8, "S", 64});
+  value kt = b.input("kt", dtype::float32, {2, 8, 64, "S"});
+  value s = b.op("Sqrt", {b.input("d", dtype::float32, {})});
+  value scores = b.op("MatMul", {b.op("Mul", {q, s}), b.op("Mul", {kt, s})});
+};
+
+TEST(Uses, OneValueReadByTwoMatchedNodes) {
+  shared_scale g;
+  g.b.output(g.scores);
+  indexed m(g.b);
+  // s comes from outside the pattern: no policy applies to it.
+  constexpr auto outside =
+      op<"MatMul">(op<"Mul">(capture<"q">, capture<"s">), op<"Mul">(capture<"kt">, capture<"s">));
+  const auto r = match(outside, m.g, m.node(g.scores));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.get<"s">(), *m.g.find_value(g.s.name));
+  // Sqrt matched twice, once through each Mul: both of its reads are inside the match.
+  constexpr auto root = op<"Sqrt">(any());
+  constexpr auto inside =
+      op<"MatMul">(op<"Mul">(capture<"q">, root), op<"Mul">(capture<"kt">, root));
+  const auto r2 = match(inside, m.g, m.node(g.scores));
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(r2.nodes().size(), 5u);  // the Sqrt is listed twice
+  constexpr auto same_node = op<"MatMul">(op<"Mul">(capture<"q">, capture<"s">(root)),
+                                          op<"Mul">(capture<"kt">, capture<"s">));
+  EXPECT_TRUE(match(same_node, m.g, m.node(g.scores)));
+}
+
+TEST(Uses, OneValueReadByTwoMatchedNodesAndOneOutside) {
+  shared_scale g;
+  auto leak = g.b.op("Neg", {g.s});
+  g.b.output(g.scores);
+  g.b.output(leak);
+  indexed m(g.b);
+  constexpr auto root = op<"Sqrt">(any());
+  constexpr auto inside =
+      op<"MatMul">(op<"Mul">(capture<"q">, root), op<"Mul">(capture<"kt">, root));
+  EXPECT_EQ(why(inside, m, g.scores),
+            "output of Sqrt 'Sqrt_0' is also read by Neg 'Neg_4', outside the pattern");
+  // .one_use() still counts reads: two Muls read it.
+  constexpr auto once = op<"Sqrt">(any()).one_use();
+  shared_scale h;
+  h.b.output(h.scores);
+  indexed n(h.b);
+  EXPECT_EQ(
+      why(op<"MatMul">(op<"Mul">(capture<"q">, once), op<"Mul">(capture<"kt">, once)), n, h.scores),
+      "output of Sqrt 'Sqrt_0' is read 2 times, the pattern allows one");
+}
+
+// ---- transparent: skipping nodes that pass the value on unchanged
+
+struct preserving {
+  model_builder b;
+  value x = b.input("x", dtype::float16, {2, 8});
+  value softmax() { return b.op("Softmax", {x}, {{"axis", -1}}); }
+  value relu(const value& v) { return b.op("Relu", {v}); }
+  value cast(const value& v, dtype to) { return b.op("Cast", {v}, {{"to", to}}); }
+  value identity(const value& v) { return b.op("Identity", {v}); }
+};
+
+TEST(Transparent, SkipsIdentityNoOpCastsAndExactRoundTrips) {
+  preserving t;
+  auto bare = t.relu(t.softmax());
+  auto identity = t.relu(t.identity(t.softmax()));
+  auto same_type = t.relu(t.cast(t.softmax(), dtype::float16));
+  auto round_trip = t.relu(t.cast(t.cast(t.softmax(), dtype::float32), dtype::float16));
+  auto four =
+      t.relu(t.identity(t.cast(t.cast(t.identity(t.softmax()), dtype::float32), dtype::float16)));
+  for (auto& v : {bare, identity, same_type, round_trip, four}) t.b.output(v);
+  indexed m(t.b);
+  constexpr auto p = op<"Relu">(transparent(op<"Softmax">(capture<"x">)));
+  EXPECT_EQ(match(p, m.g, m.node(bare)).nodes().size(), 2u);
+  EXPECT_EQ(match(p, m.g, m.node(identity)).nodes().size(), 3u);
+  EXPECT_EQ(match(p, m.g, m.node(same_type)).nodes().size(), 3u);
+  EXPECT_EQ(match(p, m.g, m.node(round_trip)).nodes().size(), 4u);
+  const auto r = match(p, m.g, m.node(four));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r.nodes().size(), 6u);
+  EXPECT_EQ(m.g.name(r.get<"x">()), "x");
+  EXPECT_EQ(describe(p), "Relu(transparent(Softmax(x)))");
+}
+
+TEST(Transparent, NearMisses) {
+  preserving t;
+  auto widened = t.relu(t.cast(t.softmax(), dtype::float32));
+  auto narrowed = t.relu(t.cast(t.cast(t.softmax(), dtype::float32), dtype::bfloat16));
+  value five = t.softmax();
+  for (int i = 0; i < 5; ++i) five = t.identity(five);
+  auto too_deep = t.relu(five);
+  auto shared = t.identity(t.softmax());
+  auto escaping = t.relu(shared);
+  auto reader = t.b.op("Neg", {shared});
+  for (auto& v : {widened, narrowed, too_deep, escaping, reader}) t.b.output(v);
+  indexed m(t.b);
+  constexpr auto p = op<"Relu">(transparent(op<"Softmax">(capture<"x">)));
+  // float16 → float32 changes the type.
+  EXPECT_EQ(why(p, m, widened), "input 0 of Relu 'Relu_2': expected Softmax, found Cast 'Cast_1'");
+  // float16 → float32 → bfloat16 is no round trip.
+  EXPECT_EQ(why(p, m, narrowed), "input 0 of Relu 'Relu_6': expected Softmax, found Cast 'Cast_5'");
+  // Four nodes at most; the explanation keeps the deepest attempt.
+  EXPECT_EQ(why(p, m, too_deep),
+            "input 0 of Identity 'Identity_9', input 0 of Identity 'Identity_10', input 0 of "
+            "Identity 'Identity_11', input 0 of Identity 'Identity_12', input 0 of Relu "
+            "'Relu_13': expected Softmax, found Identity 'Identity_8'");
+  // A skipped node joins the match: Neg reads the Identity from outside.
+  EXPECT_EQ(why(p, m, escaping),
+            "output of Identity 'Identity_15' is also read by Neg 'Neg_17', outside the pattern");
 }
 
 // ---- describe, explanations over the DiT block, tracing

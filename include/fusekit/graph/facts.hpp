@@ -402,6 +402,9 @@ class facts {
     if (op == "ConstantOfShape") return infer_constant_of_shape(n);
     if (op == "MultiHeadAttention" || op == "Attention") return infer_attention(n, op);
     if (op.starts_with("Reduce")) return infer_reduce(n);
+    if (op == "Einsum") return infer_einsum(n);
+    if (op == "Tile") return infer_tile(n);
+    if (op == "Flatten") return infer_flatten(n);
     if (op == "CumSum") return set(n, 0, in_shape(n, 0));
   }
 
@@ -548,10 +551,18 @@ class facts {
         r.ints.push_back(x - y);
       } else if (op == "Mul") {
         r.ints.push_back(x * y);
-      } else if (op == "Div") {
-        // Integer division truncates: fold only quotients that are whole.
-        const sym q = exact_quotient(x, y);
-        r.ints.push_back(q.known() && q.denominator() == 1 && y.constant() ? q : sym::unknown());
+      } else if (op == "Div" || op == "Mod") {
+        const auto a = x.constant(), d = y.constant();
+        if (a && d && *d != 0 && *a >= 0 && *d > 0) {
+          // Both known and non-negative: truncation and floor agree (torch's chunk sizes).
+          r.ints.push_back(sym::constant(op == "Div" ? *a / *d : *a % *d));
+        } else if (op == "Div") {
+          // A symbolic dividend: fold only quotients that are whole.
+          const sym q = exact_quotient(x, y);
+          r.ints.push_back(q.known() && q.denominator() == 1 && d ? q : sym::unknown());
+        } else {
+          r.ints.push_back(sym::unknown());
+        }
       } else if (op == "Equal") {
         const truth t = equal(x, y);
         r.ints.push_back(t == truth::unknown ? sym::unknown() : sym::constant(t == truth::yes));
@@ -918,6 +929,63 @@ class facts {
         s.dims.push_back(x.dims[i]);
       else if (keep)
         s.dims.push_back(sym::constant(1));
+    }
+    set(n, 0, std::move(s));
+  }
+
+  void infer_flatten(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    if (!x.known) return;
+    std::int64_t axis = g_.attribute_int(n, "axis").value_or(1);
+    if (axis < 0) axis += std::int64_t(x.rank());
+    if (axis < 0 || axis > std::int64_t(x.rank())) return;
+    const auto split = x.dims.begin() + axis;
+    set(n, 0, {true, {product({x.dims.begin(), split}), product({split, x.dims.end()})}});
+  }
+
+  void infer_tile(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    const content_fact& repeats = in_content(n, 1);
+    if (!x.known || !repeats.known || repeats.real || repeats.size() != x.rank()) return;
+    shape_fact s{true, {}};
+    for (std::size_t i = 0; i < x.rank(); ++i) {
+      const sym d = x.dims[i] * repeats.ints[i];
+      s.dims.push_back(d.known() ? d : fresh(out(n), i));
+    }
+    set(n, 0, std::move(s));
+  }
+
+  // Einsum in explicit form ("bhqd,bhkd->bhqk"): each output letter takes the dim it labels in
+  // the inputs. Implicit outputs and ellipses are left unknown.
+  void infer_einsum(node_id n) {
+    const onnx::AttributeProto* eq = g_.attribute(n, "equation").attribute;
+    if (eq == nullptr) return;
+    std::string text;
+    for (char ch : eq->s())
+      if (ch != ' ') text += ch;
+    const auto arrow = text.find("->");
+    if (arrow == std::string::npos || text.find("...") != std::string::npos) return;
+    std::unordered_map<char, sym> dims;
+    std::size_t slot = 0, start = 0;
+    const std::string operands = text.substr(0, arrow);
+    while (start <= operands.size()) {
+      const auto comma = operands.find(',', start);
+      const std::string labels =
+          operands.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      const shape_fact& x = in_shape(n, slot++);
+      if (!x.known || x.rank() != labels.size()) return;
+      for (std::size_t i = 0; i < labels.size(); ++i) {
+        auto [it, fresh_label] = dims.try_emplace(labels[i], x.dims[i]);
+        if (!fresh_label && it->second.is_constant(1)) it->second = x.dims[i];
+      }
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    shape_fact s{true, {}};
+    for (char label : text.substr(arrow + 2)) {
+      const auto it = dims.find(label);
+      if (it == dims.end()) return;
+      s.dims.push_back(it->second);
     }
     set(n, 0, std::move(s));
   }

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <type_traits>
 
@@ -22,6 +23,7 @@ enum class capture_kind : std::uint8_t {
   tensor,     // const onnx::TensorProto*, from constant
   attribute,  // const onnx::AttributeProto*, schema default included
   branch,     // std::size_t: which any_of alternative matched
+  list,       // std::span<const value_id>: the inputs all<> matched
 };
 
 template <fixed_string Name, capture_kind Kind>
@@ -56,7 +58,7 @@ struct add_decl<decl_list<Ds...>, D> {
   static constexpr std::size_t found = index_of<decl_list<Ds...>>(D::name);
   static_assert(found == npos || decl_list<Ds...>::kinds[found] == D::kind,
                 "fusekit: one capture name is bound to two kinds (a value, a node, a number, a "
-                "tensor, an attribute or a branch); give each its own name");
+                "tensor, an attribute, a branch or a list); give each its own name");
   using type = std::conditional_t<found == npos, decl_list<Ds..., D>, decl_list<Ds...>>;
 };
 
@@ -98,11 +100,14 @@ using capture_type = std::conditional_t<
         Kind == capture_kind::node, node_id,
         std::conditional_t<
             Kind == capture_kind::number, double,
-            std::conditional_t<Kind == capture_kind::tensor, const onnx::TensorProto*,
-                               std::conditional_t<Kind == capture_kind::attribute,
-                                                  const onnx::AttributeProto*, std::size_t>>>>>;
+            std::conditional_t<
+                Kind == capture_kind::tensor, const onnx::TensorProto*,
+                std::conditional_t<Kind == capture_kind::attribute, const onnx::AttributeProto*,
+                                   std::conditional_t<Kind == capture_kind::list,
+                                                      std::span<const value_id>, std::size_t>>>>>>;
 
-// One capture's storage; `bound` tells a capture of an untaken branch from a real one.
+// One capture's storage; `bound` tells a capture of an untaken branch from a real one. A list
+// keeps its first element in `pointer` and its length in `id`.
 struct slot {
   std::uint32_t id = no_id;
   double number = 0;
@@ -111,6 +116,47 @@ struct slot {
 
   bool same_as(const slot& other) const {
     return id == other.id && number == other.number && pointer == other.pointer;
+  }
+};
+
+// A slot read as its capture's C++ type (capture_type<Kind>).
+template <capture_kind Kind>
+capture_type<Kind> read_slot(const slot& s) {
+  if constexpr (Kind == capture_kind::number)
+    return s.number;
+  else if constexpr (Kind == capture_kind::tensor)
+    return static_cast<const onnx::TensorProto*>(s.pointer);
+  else if constexpr (Kind == capture_kind::attribute)
+    return static_cast<const onnx::AttributeProto*>(s.pointer);
+  else if constexpr (Kind == capture_kind::branch)
+    return std::size_t(s.id);
+  else if constexpr (Kind == capture_kind::list)
+    return s.bound ? std::span<const value_id>(static_cast<const value_id*>(s.pointer), s.id)
+                   : std::span<const value_id>();
+  else
+    return s.id;
+}
+
+// The captures bound so far, as a predicate sees them in the middle of a match (where_bound):
+// get<"q">() and has<"q">() as on a match result, over the context's slots; nothing is copied.
+template <class Captures>
+struct bound_captures {
+  const slot* slots;
+
+  template <fixed_string Name>
+  auto get() const {
+    constexpr std::size_t i = index_of<Captures>(Name.view());
+    static_assert(i != npos, "fusekit: bound.get<>: the pattern has no capture of this name");
+    if constexpr (i != npos) return read_slot<Captures::kinds[i]>(slots[i]);
+  }
+  template <fixed_string Name>
+  bool has() const {
+    constexpr std::size_t i = index_of<Captures>(Name.view());
+    static_assert(i != npos, "fusekit: bound.has<>: the pattern has no capture of this name");
+    if constexpr (i != npos)
+      return slots[i].bound;
+    else
+      return false;
   }
 };
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
@@ -66,6 +67,10 @@ struct site {
 // compared as floats, so 0.1f prints as 0.1.
 inline std::string number_text(double x, bool as_float = false) {
   char text[32];
+  if (std::isfinite(x) && x == std::trunc(x) && std::fabs(x) < 1e15) {  // -10000, not -1e+04
+    std::snprintf(text, sizeof text, "%.0f", x);
+    return text;
+  }
   for (int digits = 1; digits <= 17; ++digits) {
     std::snprintf(text, sizeof text, "%.*g", digits, x);
     const double back = std::strtod(text, nullptr);
@@ -110,10 +115,16 @@ inline void expected_op(std::string& m, const graph& g, std::string_view op, std
   m += ", found " + describe_value(g, found);
 }
 
+// `most` = npos: any number from `least` on (all<>).
 inline void wrong_arity(std::string& m, const graph& g, node_id n, std::size_t given,
-                        std::size_t arity) {
-  m += g.describe(n) + " has " + std::to_string(given) + " inputs, the pattern expects " +
-       std::to_string(arity);
+                        std::size_t least, std::size_t most) {
+  m += g.describe(n) + " has " + std::to_string(given) + " inputs, the pattern expects ";
+  if (most == static_cast<std::size_t>(-1))
+    m += "at least " + std::to_string(least);
+  else if (least == most)
+    m += std::to_string(most);
+  else
+    m += std::to_string(least) + " to " + std::to_string(most);
 }
 
 inline void omitted(std::string& m, std::string_view name) {

@@ -23,26 +23,14 @@ class match_result {
   explicit operator bool() const { return matched_; }
   node_id root() const { return root_; }
 
-  // Typed access: a value_id, node_id, double, TensorProto*, AttributeProto* or branch index,
-  // by the capture's kind. A name the pattern does not bind does not compile.
+  // Typed access: a value_id, node_id, double, TensorProto*, AttributeProto*, branch index or
+  // span of value_ids, by the capture's kind. A name the pattern does not bind does not compile.
   template <fixed_string Name>
   auto get() const {
     constexpr std::size_t i = index_of<Captures>(Name.view());
     static_assert(i != npos, "fusekit: get<>: the pattern has no capture of this name");
-    if constexpr (i != npos) {  // only the assertion above reports a missing name
-      constexpr capture_kind kind = Captures::kinds[i];
-      const slot& s = slots_[i];
-      if constexpr (kind == capture_kind::number)
-        return s.number;
-      else if constexpr (kind == capture_kind::tensor)
-        return static_cast<const onnx::TensorProto*>(s.pointer);
-      else if constexpr (kind == capture_kind::attribute)
-        return static_cast<const onnx::AttributeProto*>(s.pointer);
-      else if constexpr (kind == capture_kind::branch)
-        return std::size_t(s.id);
-      else
-        return capture_type<kind>(s.id);
-    }
+    if constexpr (i != npos)  // only the assertion above reports a missing name
+      return read_slot<Captures::kinds[i]>(slots_[i]);
   }
 
   // False for a capture inside an any_of branch that was not taken.

@@ -10,7 +10,9 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <exception>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -63,6 +65,22 @@ struct captures_of<T> {
   using type = typename T::captures;
 };
 
+// Op inputs that change the op's arity: maybe(p) (an input that may be omitted) and all<"xs">
+// (every input, as a list).
+template <class P>
+struct maybe_t;
+template <fixed_string Name, class Element>
+struct all_t;
+
+template <class T>
+inline constexpr bool is_maybe = false;
+template <class P>
+inline constexpr bool is_maybe<maybe_t<P>> = true;
+template <class T>
+inline constexpr bool is_all = false;
+template <fixed_string Name, class Element>
+inline constexpr bool is_all<all_t<Name, Element>> = true;
+
 template <class P>
 struct pack_traits;
 template <class... Ts>
@@ -70,12 +88,28 @@ struct pack_traits<pack<Ts...>> {
   using captures = merge_t<typename captures_of<Ts>::type...>;
   static constexpr std::size_t nodes = (std::size_t(0) + ... + Ts::nodes);
   static constexpr std::size_t size = sizeof...(Ts);
+  // Inputs up to the last one that is not maybe(): fewer given inputs cannot match.
+  static constexpr std::size_t required = [] {
+    std::size_t r = 0, i = 0;
+    ((++i, r = is_maybe<Ts> ? r : i), ...);
+    return r;
+  }();
+  // Position of the first maybe() (size when there is none).
+  static constexpr std::size_t first_maybe = [] {
+    std::size_t f = sizeof...(Ts), i = 0;
+    ((f = is_maybe<Ts> && f == sizeof...(Ts) ? i : f, ++i), ...);
+    return f;
+  }();
+  static constexpr bool variadic = (is_all<Ts> || ...);
 };
 template <>
 struct pack_traits<pack<>> {
   using captures = decl_list<>;
   static constexpr std::size_t nodes = 0;
   static constexpr std::size_t size = 0;
+  static constexpr std::size_t required = 0;
+  static constexpr std::size_t first_maybe = 0;
+  static constexpr bool variadic = false;
 };
 
 template <class... Ts>
@@ -194,6 +228,23 @@ struct value_predicates {
   template <class F>
   constexpr auto where(const char* text, F fn) const {
     return checked<Self, value_where<F>>{self(), {text, fn}};
+  }
+  // Facts the ops prove (fusekit::facts_of), and checks that see the captures bound so far.
+  template <std::size_t Rank>
+  constexpr auto proven_rank() const {
+    return checked<Self, proven_rank_is<Rank>>{self(), {}};
+  }
+  template <int I, fixed_string Other, int J>
+  constexpr auto same_dim() const {
+    return checked<Self, same_dim_as<I, Other, J>>{self(), {}};
+  }
+  template <class F>
+  constexpr auto where_bound(const char* text, F fn) const {
+    return checked<Self, value_where_bound<F>>{self(), {text, fn}};
+  }
+  template <class F>
+  constexpr auto proven_value(const char* text, F fn) const {
+    return checked<Self, proven_value_is<F>>{self(), {text, fn}};
   }
 
  private:
@@ -316,10 +367,10 @@ inline void not_constant(std::string& m, const graph& g, std::string_view what,
 
 // A float32 or half constant prints as the float it is (0.6, not 0.6000000238418579).
 inline void wrong_scalar(std::string& m, std::string_view name, double found, double expected,
-                         dtype type) {
+                         dtype type, std::string_view relation = {}) {
   const bool single = type == dtype::float32 || type == dtype::float16 || type == dtype::bfloat16;
   m += "constant scalar '" + std::string(name) + "' is " + number_text(found, single) +
-       ", expected " + number_text(expected);
+       ", expected " + std::string(relation) + number_text(expected);
 }
 }  // namespace detail
 
@@ -330,8 +381,13 @@ struct constant_scalar_t : value_predicates<constant_scalar_t<Name>> {
   bool has_expected = false;
   double expected = 0;
   double tolerance = 0;
+  bool has_most = false;
+  double most = 0;
+  bool has_least = false;
+  double least = 0;
 
-  // constant_scalar<"one">.value(1.0): the constant must also equal 1 (within the tolerance).
+  // constant_scalar<"one">.value(1.0): the constant must also equal 1 (within the tolerance; an
+  // infinity equals only itself).
   constexpr constant_scalar_t value(double want, double tol = 1e-6) const {
     constant_scalar_t copy = *this;
     copy.has_expected = true;
@@ -339,10 +395,25 @@ struct constant_scalar_t : value_predicates<constant_scalar_t<Name>> {
     copy.tolerance = tol;
     return copy;
   }
+  // constant_scalar<"fill">.at_most(-1e4): inclusive bounds; -inf is at most anything.
+  constexpr constant_scalar_t at_most(double bound) const {
+    constant_scalar_t copy = *this;
+    copy.has_most = true;
+    copy.most = bound;
+    return copy;
+  }
+  constexpr constant_scalar_t at_least(double bound) const {
+    constant_scalar_t copy = *this;
+    copy.has_least = true;
+    copy.least = bound;
+    return copy;
+  }
 
   void describe(std::string& out) const {
     out += std::string(Name.view()) + ":constant scalar";
     if (has_expected) out += "=" + number_text(expected);
+    if (has_least) out += ">=" + number_text(least);
+    if (has_most) out += "<=" + number_text(most);
   }
 
   template <class C>
@@ -354,9 +425,17 @@ struct constant_scalar_t : value_predicates<constant_scalar_t<Name>> {
       });
       return false;
     }
-    if (has_expected && !(std::abs(*found - expected) <= tolerance)) {
+    if (has_expected && !(*found == expected || std::abs(*found - expected) <= tolerance)) {
       c.fail(where, c.g.producer(v), [&](std::string& m) {
         detail::wrong_scalar(m, Name.view(), *found, expected, c.g.type(v));
+      });
+      return false;
+    }
+    if ((has_most && !(*found <= most)) || (has_least && !(*found >= least))) {
+      c.fail(where, c.g.producer(v), [&](std::string& m) {
+        const bool above = has_most && !(*found <= most);
+        detail::wrong_scalar(m, Name.view(), *found, above ? most : least, c.g.type(v),
+                             above ? "at most " : "at least ");
       });
       return false;
     }
@@ -370,12 +449,149 @@ inline constexpr constant_scalar_t<Name> constant_scalar{};
 
 // ---- constant<"mask">: any constant tensor (initializer or Constant node), bound as TensorProto
 
+// What a constant's elements must be: .all_equal(), .all_ones(), .lower_triangular_ones().
+enum class tensor_rule : std::uint8_t { none, all_equal, all_ones, lower_triangular_ones };
+
+namespace detail {
+
+inline const char* tensor_rule_text(tensor_rule rule) {
+  switch (rule) {
+    case tensor_rule::all_equal:
+      return "all equal";
+    case tensor_rule::all_ones:
+      return "all ones";
+    case tensor_rule::lower_triangular_ones:
+      return "lower-triangular ones";
+    case tensor_rule::none:
+      break;
+  }
+  return "";
+}
+
+// Why a tensor breaks its rule; `element` is the first offending one (row-major).
+struct tensor_rule_failure {
+  enum class kind : std::uint8_t { none, unreadable, not_numeric, low_rank, element };
+  kind what = kind::none;
+  std::int64_t element = 0;
+  double found = 0;
+  double expected = 0;  // all_equal: element 0
+  std::string error;    // unreadable: the reader's message
+};
+
+// Checks every element; allocates nothing for tensors stored inline (raw_data or typed fields).
+inline tensor_rule_failure check_tensor_rule(const graph& g, const onnx::TensorProto& t,
+                                             tensor_rule rule) {
+  using kind = tensor_rule_failure::kind;
+  tensor_rule_failure f;
+  if (rule == tensor_rule::lower_triangular_ones && t.dims_size() < 2) {
+    f.what = kind::low_rank;
+    return f;
+  }
+  try {
+    const tensor_values values(t, g.directory());
+    if (!values.is_numeric()) {
+      f.what = kind::not_numeric;
+      return f;
+    }
+    const bool real = is_float(values.type());
+    const std::int64_t rows =
+        rule == tensor_rule::lower_triangular_ones ? t.dims(t.dims_size() - 2) : 1;
+    const std::int64_t cols =
+        rule == tensor_rule::lower_triangular_ones ? t.dims(t.dims_size() - 1) : 1;
+    const double first = values.size() > 0 ? values.as_double(0) : 0;
+    const std::int64_t first_int = values.size() > 0 && !real ? values.as_int64(0) : 0;
+    for (std::int64_t i = 0; i < values.size(); ++i) {
+      double want = 1;
+      bool ok = true;
+      if (rule == tensor_rule::all_equal) {
+        want = first;
+        ok = real ? values.as_double(i) == first : values.as_int64(i) == first_int;
+      } else {
+        if (rule == tensor_rule::lower_triangular_ones) {
+          const std::int64_t within = cols * rows == 0 ? 0 : i % (rows * cols);
+          want = within % cols <= within / cols ? 1 : 0;
+        }
+        ok = values.as_double(i) == want;
+      }
+      if (!ok) {
+        f.what = kind::element;
+        f.element = i;
+        f.found = values.as_double(i);
+        f.expected = want;
+        return f;
+      }
+    }
+  } catch (const std::exception& e) {
+    f.what = kind::unreadable;
+    f.error = e.what();
+  }
+  return f;
+}
+
+// "[1, 0]": a row-major element position as an index per dim.
+inline std::string element_index_text(const onnx::TensorProto& t, std::int64_t flat) {
+  std::string text = "]";
+  for (int d = t.dims_size() - 1; d >= 0; --d) {
+    const std::int64_t size = t.dims(d) > 0 ? t.dims(d) : 1;
+    text.insert(0, std::to_string(flat % size) + (d + 1 < t.dims_size() ? ", " : ""));
+    flat /= size;
+  }
+  return "[" + text;
+}
+
+[[gnu::cold]] inline void broken_tensor_rule(std::string& m, const graph& g, std::string_view name,
+                                             value_id v, tensor_rule rule,
+                                             const tensor_rule_failure& f) {
+  using kind = tensor_rule_failure::kind;
+  const onnx::TensorProto& t = *g.constant_tensor(v);
+  m += "constant ";
+  m += quoted(name);
+  m += " (" + describe_value(g, v) + ")";
+  const bool single = is_float(dtype(t.data_type())) && dtype(t.data_type()) != dtype::float64;
+  switch (f.what) {
+    case kind::unreadable:
+      m += " cannot be read: " + f.error;
+      return;
+    case kind::not_numeric:
+      m += " holds " + std::string(dtype_name(dtype(t.data_type()))) + ", not numbers";
+      return;
+    case kind::low_rank:
+      m += " has rank " + std::to_string(t.dims_size()) + ", " + tensor_rule_text(rule) +
+           " need at least 2";
+      return;
+    case kind::element:
+      m += " is not " + std::string(tensor_rule_text(rule)) + ": element " +
+           element_index_text(t, f.element) + " is " + number_text(f.found, single);
+      if (rule == tensor_rule::all_equal)
+        m += ", element " + element_index_text(t, 0) + " is " + number_text(f.expected, single);
+      else if (rule == tensor_rule::lower_triangular_ones)
+        m += ", expected " + number_text(f.expected);
+      return;
+    case kind::none:
+      return;
+  }
+}
+
+}  // namespace detail
+
 template <fixed_string Name>
 struct constant_t : value_predicates<constant_t<Name>> {
   using captures = decl_list<decl<Name, capture_kind::tensor>>;
   static constexpr std::size_t nodes = 0;
+  tensor_rule rule = tensor_rule::none;
 
-  void describe(std::string& out) const { out += std::string(Name.view()) + ":constant"; }
+  // Rules on the elements (any numeric dtype, bool included); each replaces the previous one.
+  constexpr constant_t all_equal() const { return with_rule(tensor_rule::all_equal); }
+  constexpr constant_t all_ones() const { return with_rule(tensor_rule::all_ones); }
+  // Over the last two dims: ones on and below the diagonal, zeros above (a causal mask).
+  constexpr constant_t lower_triangular_ones() const {
+    return with_rule(tensor_rule::lower_triangular_ones);
+  }
+
+  void describe(std::string& out) const {
+    out += std::string(Name.view()) + ":constant";
+    if (rule != tensor_rule::none) out += "{" + std::string(detail::tensor_rule_text(rule)) + "}";
+  }
 
   template <class C>
   bool match(C& c, const site* where, value_id v, continuation rest) const {
@@ -385,8 +601,24 @@ struct constant_t : value_predicates<constant_t<Name>> {
              [&](std::string& m) { detail::not_constant(m, c.g, "constant", Name.view(), v); });
       return false;
     }
+    if (rule != tensor_rule::none) {
+      const detail::tensor_rule_failure f = detail::check_tensor_rule(c.g, *t, rule);
+      if (f.what != detail::tensor_rule_failure::kind::none) {
+        c.fail(where, c.g.producer(v), [&](std::string& m) {
+          detail::broken_tensor_rule(m, c.g, Name.view(), v, rule, f);
+        });
+        return false;
+      }
+    }
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
     return c.template bind<i>(slot{.pointer = t}, rest);
+  }
+
+ private:
+  constexpr constant_t with_rule(tensor_rule r) const {
+    constant_t copy = *this;
+    copy.rule = r;
+    return copy;
   }
 };
 
@@ -421,7 +653,10 @@ struct op_pattern {
   using captures =
       merge_t<typename pack_traits<Inputs>::captures, typename pred_pack_traits<Preds>::captures>;
   static constexpr std::size_t nodes = 1 + pack_traits<Inputs>::nodes;
+  // Input patterns; a node may omit the trailing maybe() ones, and all<> takes any number (1+).
   static constexpr std::size_t arity = pack_traits<Inputs>::size;
+  static constexpr std::size_t required = pack_traits<Inputs>::required;
+  static constexpr bool variadic = pack_traits<Inputs>::variadic;
 
   // ---- chaining: each returns a new pattern with one more predicate
 
@@ -506,8 +741,11 @@ struct op_pattern {
     std::size_t given = c.g.inputs(n).size();
     while (given > 0 && c.g.input(n, given - 1) == no_id) --given;
     c.in_node = true;
-    if (given != arity) {
-      c.fail(where, n, [&](std::string& m) { message::wrong_arity(m, c.g, n, given, arity); });
+    constexpr std::size_t least = variadic ? 1 : required;
+    constexpr std::size_t most = variadic ? npos : arity;
+    if (given < least || given > most) {
+      c.fail(where, n,
+             [&](std::string& m) { message::wrong_arity(m, c.g, n, given, least, most); });
       c.in_node = false;
       return false;
     }
@@ -515,7 +753,7 @@ struct op_pattern {
     const bool ok = apply_all(preds, c, where, n, out, [&] {
       c.in_node = false;
       c.push(n, policy, root);
-      const bool inputs_ok = match_inputs(c, where, n, rest);
+      const bool inputs_ok = match_inputs(c, where, n, given, rest);
       c.pop();
       return inputs_ok;
     });
@@ -541,8 +779,11 @@ struct op_pattern {
 
  private:
   template <class C>
-  bool match_inputs(C& c, const site* where, node_id n, continuation rest) const {
-    if constexpr (Commute) {
+  bool match_inputs(C& c, const site* where, node_id n, std::size_t given,
+                    continuation rest) const {
+    if constexpr (variadic) {
+      return inputs.head.match_all(c, where, n, given, rest);
+    } else if constexpr (Commute) {
       return match_pair(c, where, n, 0, 1, rest) || match_pair(c, where, n, 1, 0, rest);
     } else {
       return match_in_order<0>(inputs, c, where, n, rest);
@@ -586,12 +827,24 @@ struct op_factory {
 
   template <class... Inputs>
   constexpr auto operator()(Inputs... inputs) const {
+    using traits = pack_traits<pack<Inputs...>>;
+    static_assert(!traits::variadic || sizeof...(Inputs) == 1,
+                  "fusekit: all<> stands for every input of the op, so it must be the op's only "
+                  "input");
     if constexpr (spec::id.has_value()) {
       constexpr op_info info = known_ops[*spec::id];
-      static_assert(
-          int(sizeof...(Inputs)) >= info.min_inputs && int(sizeof...(Inputs)) <= info.max_inputs,
-          "fusekit: wrong number of inputs for this op (see fusekit::known_ops for "
-          "each op's input count)");
+      if constexpr (traits::variadic) {
+        static_assert(info.max_inputs == variadic,
+                      "fusekit: all<> needs an op with any number of inputs (Concat, Sum, Max …)");
+      } else {
+        static_assert(
+            int(sizeof...(Inputs)) >= info.min_inputs && int(sizeof...(Inputs)) <= info.max_inputs,
+            "fusekit: wrong number of inputs for this op (see fusekit::known_ops for "
+            "each op's input count)");
+        static_assert(int(traits::first_maybe) >= info.min_inputs,
+                      "fusekit: maybe() of an input the op requires (see fusekit::known_ops for "
+                      "each op's input count)");
+      }
     }
     return op_pattern<spec, pack<Inputs...>, pack<>>{make_pack(inputs...), {}};
   }
@@ -757,6 +1010,189 @@ struct any_of_t {
 template <class... Alts>
 constexpr any_of_t<"", Alts...> any_of(Alts... alts) {
   return {make_pack(alts...)};
+}
+
+// ---- maybe(p): an op input that may be omitted ("" or past the end), or else matches p
+
+template <class P>
+struct maybe_t {
+  P inner;
+  using captures = typename captures_of<P>::type;
+  static constexpr std::size_t nodes = P::nodes;
+
+  void describe(std::string& out) const {
+    out += "maybe(";
+    inner.describe(out);
+    out += ")";
+  }
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
+    if (v == no_id) return rest();  // p's captures stay unbound: has<>() tells
+    return inner.match(c, where, v, rest);
+  }
+};
+
+template <class P>
+constexpr maybe_t<P> maybe(P p) {
+  return {p};
+}
+
+// ---- all<"parts">: every input of a variadic op (at least one), bound as a list;
+// all<"parts">(p): each of them must match p, a value pattern without captures or op nodes
+
+template <fixed_string Name, class Element>
+struct all_t {
+  Element element;
+  using captures = decl_list<decl<Name, capture_kind::list>>;
+  static constexpr std::size_t nodes = 0;
+
+  template <class P>
+  constexpr all_t<Name, P> operator()(P p) const {
+    static_assert(captures_of<P>::type::size == 0,
+                  "fusekit: all<>(p): p may not bind captures (each input would bind them again)");
+    static_assert(P::nodes == 0,
+                  "fusekit: all<>(p): p must match each input without op nodes (any() with "
+                  "predicates)");
+    return {p};
+  }
+
+  void describe(std::string& out) const {
+    out += std::string(Name.view()) + ":all";
+    if constexpr (!std::is_same_v<Element, any_t>) {
+      out += "(";
+      element.describe(out);
+      out += ")";
+    }
+  }
+
+  template <class C>
+  bool match(C&, const site*, value_id, continuation) const {
+    static_assert(sizeof(C) == 0,
+                  "fusekit: all<> stands for every input of an op, it is no value pattern");
+    return false;
+  }
+
+  // Called by the op in place of matching input by input: `given` inputs, trailing omitted ones
+  // not counted.
+  template <class C>
+  bool match_all(C& c, const site* where, node_id n, std::size_t given, continuation rest) const {
+    for (std::size_t i = 0; i < given; ++i) {
+      const site here{n, std::uint32_t(i), where};
+      if (!element.match(c, &here, c.g.input(n, i), [] { return true; })) return false;
+    }
+    constexpr std::size_t k = index_of<typename C::captures>(Name.view());
+    return c.template bind<k>(slot{.id = std::uint32_t(given), .pointer = c.g.inputs(n).data()},
+                              rest);
+  }
+};
+
+template <fixed_string Name>
+inline constexpr all_t<Name, any_t> all{};
+
+// ---- transparent(p): p at the value, or above up to 4 nodes that pass the value on unchanged
+
+namespace detail {
+
+// The value-preserving nodes directly above a value, top down: Identity, a Cast to the type its
+// input already has, and a Cast pair that round-trips exactly (float16 → float32 → float16 …).
+struct preserving_chain {
+  static constexpr std::size_t max_nodes = 4;
+  std::array<node_id, max_nodes> nodes{};
+  std::array<value_id, max_nodes + 1> values{};       // values[k]: the value after k steps
+  std::array<std::uint8_t, max_nodes + 1> skipped{};  // nodes skipped to reach values[k]
+  std::size_t steps = 0;
+};
+
+// Widening casts that the narrow type survives exactly, there and back.
+inline bool round_trips(dtype narrow, dtype wide) {
+  switch (narrow) {
+    case dtype::float16:
+    case dtype::bfloat16:
+      return wide == dtype::float32 || wide == dtype::float64;
+    case dtype::float32:
+      return wide == dtype::float64;
+    default:
+      return false;
+  }
+}
+
+inline preserving_chain value_preserving_chain(const graph& g, value_id v) {
+  preserving_chain chain;
+  chain.values[0] = v;
+  std::size_t taken = 0;
+  auto cast_to = [&](node_id n) {
+    const auto to = g.attribute_int(n, "to");
+    return to ? dtype(*to) : dtype::undefined;
+  };
+  while (v != no_id && taken < preserving_chain::max_nodes) {
+    const node_id n = g.producer(v);
+    if (n == no_id || !g.domain(n).empty()) break;
+    const value_id in = g.input(n, 0);
+    if (in == no_id) break;
+    const std::string_view op = g.op_type(n);
+    if (op == "Identity" ||
+        (op == "Cast" && g.type(in) != dtype::undefined && cast_to(n) == g.type(in))) {
+      chain.nodes[taken++] = n;
+      v = in;
+    } else if (op == "Cast" && taken + 2 <= preserving_chain::max_nodes) {
+      const node_id inner = g.producer(in);
+      if (inner == no_id || g.op_type(inner) != "Cast" || !g.domain(inner).empty()) break;
+      const value_id below = g.input(inner, 0);
+      if (below == no_id || g.type(below) != cast_to(n) || !round_trips(cast_to(n), cast_to(inner)))
+        break;
+      chain.nodes[taken++] = n;
+      chain.nodes[taken++] = inner;
+      v = below;
+    } else {
+      break;
+    }
+    ++chain.steps;
+    chain.values[chain.steps] = v;
+    chain.skipped[chain.steps] = std::uint8_t(taken);
+  }
+  return chain;
+}
+
+}  // namespace detail
+
+template <class P>
+struct transparent_t {
+  P inner;
+  using captures = typename captures_of<P>::type;
+  static constexpr std::size_t nodes = P::nodes + detail::preserving_chain::max_nodes;
+
+  void describe(std::string& out) const {
+    out += "transparent(";
+    inner.describe(out);
+    out += ")";
+  }
+
+  // The longest skip first, then shorter ones; skipped nodes join the match (their outputs then
+  // follow the default use policy).
+  template <class C>
+  bool match(C& c, const site* where, value_id v, continuation rest) const {
+    const detail::preserving_chain chain =
+        v == no_id ? detail::preserving_chain{} : detail::value_preserving_chain(c.g, v);
+    if (chain.steps == 0) return inner.match(c, where, v, rest);
+    std::array<site, detail::preserving_chain::max_nodes> sites{};
+    for (std::size_t i = 0; i < chain.skipped[chain.steps]; ++i)
+      sites[i] = site{chain.nodes[i], 0, i == 0 ? where : &sites[i - 1]};
+    for (std::size_t k = chain.steps + 1; k-- > 0;) {
+      const std::size_t skipped = chain.skipped[k];
+      for (std::size_t i = 0; i < skipped; ++i)
+        c.push(chain.nodes[i], use_policy::contained, false);
+      const bool ok =
+          inner.match(c, skipped == 0 ? where : &sites[skipped - 1], chain.values[k], rest);
+      for (std::size_t i = 0; i < skipped; ++i) c.pop();
+      if (ok) return true;
+    }
+    return false;
+  }
+};
+
+template <class P>
+constexpr transparent_t<P> transparent(P p) {
+  return {p};
 }
 
 }  // namespace fusekit::pattern

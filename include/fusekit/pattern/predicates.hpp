@@ -13,7 +13,10 @@
 
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/sym.hpp"
+#include "fusekit/pattern/captures.hpp"
 #include "fusekit/pattern/context.hpp"
+#include "fusekit/pattern/fixed_string.hpp"
 
 namespace fusekit::pattern {
 
@@ -326,6 +329,122 @@ struct value_where {
     if (fn(c.g, v)) return true;
     c.fail(where, c.g.producer(v),
            [&](std::string& m) { message::not_satisfied(m, describe_value(c.g, v), text); });
+    return false;
+  }
+};
+
+// ---- value predicates that ask the facts oracle (fusekit::facts_of) or see the captures bound so
+// far. The facts are built on the graph's first use of them, which allocates once.
+
+// .proven_rank<4>(): the rank the ops prove (or the model declares), not only what is declared.
+template <std::size_t Rank>
+struct proven_rank_is {
+  void describe(std::string& out) const { out += "proven rank " + std::to_string(Rank); }
+  template <class C>
+  bool check(C& c, const site* where, value_id v) const {
+    const facts& f = facts_of(c.g);
+    if (f.rank(v) == Rank) return true;
+    c.fail(where, c.g.producer(v), [&](std::string& m) {
+      m += describe_value(c.g, v) + " is not proven rank " + std::to_string(Rank) + ": it is " +
+           f.shape_text(v);
+    });
+    return false;
+  }
+};
+
+namespace message {
+inline void not_bound_yet(std::string& m, const std::string& subject, std::string_view what,
+                          std::string_view name) {
+  m += subject + ": " + std::string(what) + " needs ";
+  m += quoted(name);
+  m += ", which is not bound yet at this point of the match";
+}
+}  // namespace message
+
+namespace detail {
+// equal(a, b) without its arithmetic (which allocates) where the forms tell: the forms are
+// canonical, so equal forms are equal dims, and of two differing forms of at most one term, only
+// two constants are proven different.
+inline truth dims_equal(const sym* a, const sym* b) {
+  if (a == nullptr || b == nullptr || !a->known() || !b->known()) return truth::unknown;
+  if (*a == *b) return truth::yes;
+  const bool simple = a->denominator() == 1 && b->denominator() == 1 && a->terms().size() <= 1 &&
+                      b->terms().size() <= 1;
+  if (!simple) return equal(*a, *b);
+  return a->constant() && b->constant() ? truth::no : truth::unknown;
+}
+}  // namespace detail
+
+// .same_dim<-1, "q", -1>(): dim I of this value is proven equal to dim J of the value bound to
+// capture "q" (negative indices count from the end). "q" must be bound earlier in the match.
+template <int I, fixed_string Other, int J>
+struct same_dim_as {
+  void describe(std::string& out) const {
+    out += "dim " + std::to_string(I) + " = dim " + std::to_string(J) + " of ";
+    out += quoted(Other.view());
+  }
+  template <class C>
+  bool check(C& c, const site* where, value_id v) const {
+    constexpr std::size_t k = index_of<typename C::captures>(Other.view());
+    static_assert(k != npos, "fusekit: same_dim<>: the pattern has no capture of this name");
+    if constexpr (k != npos) {
+      static_assert(C::captures::kinds[k] == capture_kind::value,
+                    "fusekit: same_dim<>: the other capture must be a value (capture<>)");
+      const slot& other = c.slots[k];
+      if (!other.bound) {
+        c.fail(where, c.g.producer(v), [&](std::string& m) {
+          message::not_bound_yet(m, describe_value(c.g, v), "same_dim", Other.view());
+        });
+        return false;
+      }
+      const facts& f = facts_of(c.g);
+      const truth t = detail::dims_equal(f.dim_of(v, I), f.dim_of(other.id, J));
+      if (t == truth::yes) return true;
+      c.fail(where, c.g.producer(v), [&](std::string& m) {
+        m += describe_value(c.g, v) + ": dim " + std::to_string(I) +
+             (t == truth::no ? " is not equal to dim " : " is not proven equal to dim ") +
+             std::to_string(J) + " of ";
+        m += quoted(Other.view());
+        m += ": " + f.shape_text(v) + " vs " + f.shape_text(other.id);
+      });
+    }
+    return false;
+  }
+};
+
+// .where_bound("why", [](const graph& g, value_id v, const auto& bound) { … }): bound.template
+// get<"q">() and has<"q">() read the captures bound so far.
+template <class F>
+struct value_where_bound {
+  const char* text;
+  F fn;
+  void describe(std::string& out) const { out += text; }
+  template <class C>
+  bool check(C& c, const site* where, value_id v) const {
+    if (fn(c.g, v, bound_captures<typename C::captures>{c.slots.data()})) return true;
+    c.fail(where, c.g.producer(v),
+           [&](std::string& m) { message::not_satisfied(m, describe_value(c.g, v), text); });
+    return false;
+  }
+};
+
+// .proven_value("1/√64", [](const facts& f, value_id v) { … return truth::yes; }): only a proof
+// passes; "not proven" and "it is not" are told apart in the explanation.
+template <class F>
+struct proven_value_is {
+  const char* text;
+  F fn;
+  void describe(std::string& out) const { out += text; }
+  template <class C>
+  bool check(C& c, const site* where, value_id v) const {
+    const facts& f = facts_of(c.g);
+    static_assert(std::is_same_v<decltype(fn(f, v)), truth>,
+                  "fusekit: proven_value(): the function must return fusekit::truth");
+    const truth t = fn(f, v);
+    if (t == truth::yes) return true;
+    c.fail(where, c.g.producer(v), [&](std::string& m) {
+      m += describe_value(c.g, v) + (t == truth::no ? ": it is not " : ": not proven ") + text;
+    });
     return false;
   }
 };
