@@ -27,9 +27,6 @@ NOT_FUSED_YET = {
     # GPT-2 eager selects with Where(causal, scores, finfo.min) before adding the padding mask:
     # a select is no additive mask, and no rule takes it yet.
     ("gpt2_eager*", "ort"): "expected Mul, found Where",
-    # LLaMA eager: Softmax in float32, then a Cast to float32 (a no-op) and one to q's type; no
-    # rule skips a Cast to the type a value already has yet.
-    ("llama_gqa_eager*", "ort"): "expected Where, found Cast",
 }
 
 

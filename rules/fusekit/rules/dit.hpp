@@ -87,7 +87,8 @@ inline constexpr auto guarded =
     any_of(op<"Where">(op<"IsNaN">(capture<"p">(softmax)), constant_scalar<"nan_fill">.value(0.0),
                        capture<"p">),
            softmax);
-inline constexpr auto probs = optional<"Cast">(guarded).bind<"down">();
+// Eager decoders cast after Softmax to the type it already has, sometimes twice: no-ops skipped.
+inline constexpr auto probs = optional<"Cast">(transparent(guarded)).bind<"down">();
 inline constexpr auto core = op<"MatMul">(probs, capture<"v">);
 inline constexpr auto merged =
     op<"Reshape">(op<"Transpose">(core).attr<"perm">(ints(0, 2, 1, 3)), any());
@@ -134,7 +135,12 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
   if (g.type(v) != t)
     return verdict::no("q is " + std::string(dtype_name(t)) + " but v is " +
                        std::string(dtype_name(g.type(v))) + "; the fused op needs one dtype");
-  const node_id up = get<"up">(m), down = get<"down">(m);
+  const node_id up = get<"up">(m);
+  node_id down = get<"down">(m);
+  // A Cast after Softmax to the type it already has (eager decoders) changes nothing.
+  if (up == no_id && down != no_id && g.type(g.input(down, 0)) == t &&
+      g.attribute_int(down, "to") == std::int64_t(t))
+    down = no_id;
   if ((up == no_id) != (down == no_id))
     return verdict::no("only one of the casts around Softmax is there");
   if (up != no_id) {

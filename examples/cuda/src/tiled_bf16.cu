@@ -1,0 +1,6 @@
+#include "flash/launch.hpp"
+#include "flash/tiled_kernel.cuh"
+
+cudaError_t flash::detail::tiled_bf16(const kernel_args& a, int slices, cudaStream_t stream) {
+  return tiled::dispatch<__nv_bfloat16>(a, slices, stream);
+}
