@@ -18,9 +18,9 @@ import subprocess
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
-from onnx import numpy_helper
+
+from conformance import float32_twin, max_abs, session
 
 MODEL_DIR = pathlib.Path(os.environ.get("FUSEKIT_MODEL_DIR", ".")) / "dit"
 CLI = os.environ.get("FUSEKIT_CLI", "")
@@ -95,20 +95,6 @@ def fuse(variant, target, tmp_path, source=None):
     return source, out, json.loads(report.read_text())
 
 
-def session(model, optimize=True):
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    if not optimize:
-        # The unfused graph as written: ONNX Runtime's own fusions (FusedMatMul, its attention
-        # fusion) would otherwise change what the reference computes.
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    if isinstance(model, onnx.ModelProto):
-        model = model.SerializeToString()
-    else:
-        model = str(model)
-    return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-
-
 def feed_for(sess, variant, seed=0):
     rng = np.random.default_rng(seed)
     sizes = {"S": variant["seq_len"], "H": variant["num_heads"] or 2}
@@ -119,28 +105,6 @@ def feed_for(sess, variant, seed=0):
         std = variant["input_std"].get(info.name, 1.0)
         feed[info.name] = (std * rng.standard_normal(dims)).astype(dtype)
     return feed
-
-
-def float32_twin(path):
-    """The same graph with every float16 tensor, input, output and cast made float32."""
-    model = onnx.load(str(path))
-    f16, f32 = onnx.TensorProto.FLOAT16, onnx.TensorProto.FLOAT
-    graph = model.graph
-    for info in [*graph.input, *graph.output, *graph.value_info]:
-        if info.type.tensor_type.elem_type == f16:
-            info.type.tensor_type.elem_type = f32
-    for i, t in enumerate(graph.initializer):
-        if t.data_type == f16:
-            graph.initializer[i].CopyFrom(
-                numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
-    for node in graph.node:
-        for a in node.attribute:
-            if node.op_type == "Cast" and a.name == "to" and a.i == f16:
-                a.i = f32
-            if a.type == onnx.AttributeProto.TENSOR and a.t.data_type == f16:
-                a.t.CopyFrom(numpy_helper.from_array(
-                    numpy_helper.to_array(a.t).astype(np.float32), a.t.name))
-    return model
 
 
 _originals = {}
@@ -168,10 +132,6 @@ def count(model, domain, op_type):
 
 def fused_roots(report):
     return [f"{r['name']}: {m['root']}" for r in report["rules"] for m in r["matches"]]
-
-
-def max_abs(a, b):
-    return float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
 
 
 @pytest.mark.parametrize("variant,target",
