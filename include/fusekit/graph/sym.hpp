@@ -135,11 +135,20 @@ class sym {
       for (std::size_t k = 0; k < t.factors.size(); ++k) {
         if (k > 0) out += "·";
         out += name(t.factors[k].atom);
-        if (t.factors[k].power != 1) out += "^" + std::to_string(t.factors[k].power);
+        if (t.factors[k].power != 1) {
+          out += '^';  // appended piece by piece: g++ 12 -O3 misreads "^" + string (-Wrestrict)
+          out += std::to_string(t.factors[k].power);
+        }
       }
     }
-    if (denominator_ != 1)
-      out = (terms_.size() > 1 ? "(" + out + ")" : out) + "/" + std::to_string(denominator_);
+    if (denominator_ != 1) {
+      if (terms_.size() > 1) {
+        out.insert(out.begin(), '(');
+        out += ')';
+      }
+      out += '/';
+      out += std::to_string(denominator_);
+    }
     return out;
   }
 
