@@ -326,6 +326,7 @@ struct prescaled_block {
   bool detour_regroups = false;  // …whose first Reshape regroups S and H instead of keeping them
   double k_factor = 0.5;         // 16^-¼ on both sides is the default scale
   bool select_mask = false;      // Where(keep, scores, -inf) instead of an additive mask
+  bool additive_mask = false;    // Add(scores, mask [1, 1, 6, 6]) and Where(IsNaN(p), 0, p)
 
   model build() const {
     model_builder b(18);
@@ -361,7 +362,10 @@ struct prescaled_block {
                     {b.input("keep", dtype::boolean, {1, 1, 6, 6}), scores,
                      b.scalar(dtype::float32, -std::numeric_limits<double>::infinity())},
                     {}, {.name = "select"});
-    auto p = b.op("Softmax", {scores}, {{"axis", -1}}, {.name = "softmax"});
+    if (additive_mask)
+      scores = b.op("Add", {scores, b.input("mask", dtype::float32, {1, 1, 6, 6})});
+    value p = b.op("Softmax", {scores}, {{"axis", -1}}, {.name = "softmax"});
+    if (additive_mask) p = b.op("Where", {b.op("IsNaN", {p}), b.scalar(dtype::float32, 0.0), p});
     b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
     return b.build_model();
   }
@@ -376,6 +380,20 @@ TEST(DitPrescaled, ConstantFactorsOfTheDefaultScaleFuseWithoutAScaleAttribute) {
   for (const auto& n : m.proto.graph().node())
     if (n.op_type() == "MultiHeadAttention") {
       EXPECT_EQ(n.attribute_size(), 1);  // num_heads only
+    }
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(DitPrescaled, AnAdditiveMaskAndTheNanGuardFuseIntoTheAttentionBias) {
+  model m = prescaled_block{.additive_mask = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["mask"], "attention bias");
+  EXPECT_EQ(report.fusions[0].params["nan_guard"], true);
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == "MultiHeadAttention") {
+      ASSERT_EQ(n.input_size(), 6);
+      EXPECT_EQ(n.input(5), "mask");  // input 5: attention_bias
     }
   fusekit::rewrite::check_invariants(m);
 }
