@@ -10,6 +10,7 @@ import contextlib
 import importlib.metadata
 import io
 import pathlib
+import sys
 import warnings
 
 import numpy as np
@@ -24,8 +25,9 @@ SEED = 0
 # models run in torch on the CPU, whose fp16 kernels round at other places than ONNX Runtime's.
 TOLERANCE = {"float32": (1e-3, 1e-4), "float16": (3e-2, 3e-2)}
 
-ATTENTION_OPS = {("", "Attention"), ("com.microsoft", "MultiHeadAttention"),
-                 ("com.microsoft", "Attention"), ("com.microsoft", "GroupQueryAttention")}
+# Block counting is the conformance suite's, so an export and the suite agree on what a block is.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
+from conformance import FUSED_OPS, attention_blocks  # noqa: E402
 
 
 def versions() -> dict[str, str]:
@@ -73,15 +75,6 @@ def _flatten(x) -> list[torch.Tensor]:
     if isinstance(x, dict):
         return [t for item in x.values() for t in _flatten(item)]
     raise TypeError(f"cannot flatten {type(x)}")
-
-
-def attention_blocks(model: onnx.ModelProto) -> int:
-    """Softmax nodes plus attention ops already fused: one per attention block in these models."""
-    count = 0
-    for node in model.graph.node:
-        if node.op_type == "Softmax" or (node.domain, node.op_type) in ATTENTION_OPS:
-            count += 1
-    return count
 
 
 def _producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
@@ -159,7 +152,7 @@ def block_chain(model: onnx.ModelProto) -> str:
     producers, consumers, constants = _producers(graph), _consumers(graph), _constants(model)
     anchor = next((n for n in graph.node if n.op_type == "Softmax"), None)
     if anchor is None:
-        fused = next((n for n in graph.node if (n.domain, n.op_type) in ATTENTION_OPS), None)
+        fused = next((n for n in graph.node if (n.domain, n.op_type) in FUSED_OPS), None)
         if fused is None:
             return "no attention block"
         parts = [f"{i}: {_upstream(x, producers, constants, 4)}"

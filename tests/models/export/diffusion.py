@@ -56,7 +56,8 @@ def _f5_dit_class():
     f5_tts/model/__init__.py imports the trainer (wandb, accelerate, datasets, ...): the
     subpackage is registered without running it. modules.py imports torchaudio and librosa (mel
     spectrograms) and utils.py rjieba and pypinyin (text to pinyin): where they are not installed,
-    they are stubbed for the import only; the DiT's forward uses none of them."""
+    they are placeholders for the import only, raising on any use: the DiT's forward uses none
+    of them, and the export check against torch would fail if it did."""
     if "f5_tts.model" not in sys.modules:
         root = importlib.util.find_spec("f5_tts")
         if root is None:
@@ -67,10 +68,10 @@ def _f5_dit_class():
 
     def unused(name):
         def fail(*args, **kwargs):
-            raise RuntimeError(f"{name} is stubbed: not installed for the fixture export")
+            raise RuntimeError(f"{name} is a placeholder: not installed for the fixture export")
         return fail
 
-    stubs = {}
+    placeholders = {}
     for name, children in (("torchaudio", ()), ("librosa", ("filters",)), ("rjieba", ()),
                            ("pypinyin", ())):
         if name in sys.modules or importlib.util.find_spec(name) is not None:
@@ -79,12 +80,12 @@ def _f5_dit_class():
             module = types.ModuleType(full)
             module.__getattr__ = functools.partial(lambda full, attr: unused(f"{full}.{attr}"),
                                                    full)
-            stubs[full] = module
-    sys.modules.update(stubs)
+            placeholders[full] = module
+    sys.modules.update(placeholders)
     try:
         from f5_tts.model.backbones.dit import DiT
     finally:
-        for full in stubs:  # the stubs must not make other libraries believe them installed
+        for full in placeholders:  # they must not make other libraries believe them installed
             sys.modules.pop(full, None)
     return DiT
 
