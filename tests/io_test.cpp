@@ -1,5 +1,6 @@
 // Model I/O specification: what load_model and parse_model accept, the exact error for everything
 // they do not, byte-stable atomic saves, and external data that stays valid wherever a model goes.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <iterator>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fusekit/graph/graph.hpp"
@@ -181,12 +183,120 @@ TEST_F(Io, TruncatedModelNamesTheCutField) {
 }
 
 TEST_F(Io, TensorProtoIsNotAModel) {
-  // Valid protobuf, but the tensor's name (field 8) does not parse as ModelProto's opset_import.
+  // Valid protobuf, but the tensor's name (field 8, at byte 4) reads as ModelProto's opset_import,
+  // whose first byte, 'w', is no field tag.
   const onnx::TensorProto t = fusekit::build::make_tensor("w", dtype::float32, {2}, {1, 2});
   write_bytes(path("tensor.pb"), t.SerializeAsString());
   EXPECT_EQ(error_of([&] { fusekit::load_model(path("tensor.pb")); }),
             path("tensor.pb").string() +
-                ": not an ONNX model: the protobuf fields do not match ModelProto");
+                ": corrupt: byte 6 is not a valid field tag (in opset_import[0])");
+}
+
+// ---- faults inside nested messages: the byte offset in the file and the path to the message
+
+// The model's bytes with the byte `before` bytes ahead of the first `marker` set to `value`, and
+// where that byte is.
+std::pair<std::string, std::size_t> patched(const onnx::ModelProto& m, std::string_view marker,
+                                            std::size_t before, char value) {
+  std::string bytes = fusekit::detail::serialize_deterministic(m);
+  const std::size_t at = bytes.find(marker) - before;
+  bytes[at] = value;
+  return {bytes, at};
+}
+
+model_builder transpose_builder() {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto y = b.op("Relu", {x});
+  b.output(b.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{1, 0}}}), dtype::float32,
+           {3, 2});
+  return b;
+}
+
+TEST_F(Io, CorruptTagInAnAttributeNamesItsPathAndOffset) {
+  // The attribute's name "perm" follows its tag (field 1, length-delimited) and length: the tag
+  // made 0x07 (field 0, wire type 7) is no tag.
+  const auto [bytes, at] = patched(transpose_builder().build(), "perm", 2, '\x07');
+  write_bytes(path("bad.onnx"), bytes);
+  EXPECT_EQ(error_of([&] { fusekit::load_model(path("bad.onnx")); }),
+            path("bad.onnx").string() + ": corrupt: byte " + std::to_string(at) +
+                " is not a valid field tag (in graph.node[1].attribute[0])");
+}
+
+TEST_F(Io, LengthPastItsMessageIsCorruptNotTruncated) {
+  // The Relu's input "x" claims 127 bytes; its node has far fewer left, the file has more.
+  const onnx::ModelProto m = transpose_builder().build();
+  const std::string node = m.graph().node(0).SerializeAsString();
+  const auto [bytes, at] = patched(m, node, 0, node[0]);  // the node's first field: input "x"
+  std::string changed = bytes;
+  changed[at + 1] = '\x7f';
+  write_bytes(path("bad.onnx"), changed);
+  EXPECT_EQ(error_of([&] { fusekit::load_model(path("bad.onnx")); }),
+            path("bad.onnx").string() + ": corrupt: field 1 at byte " + std::to_string(at) +
+                " (in graph.node[0]) needs 127 bytes, " + std::to_string(node.size() - 2) +
+                " remain");
+}
+
+// ir_version 8, then graph { initializer { <tensor> } }, written by hand: no writer makes these.
+std::string model_with_tensor_bytes(std::string_view tensor) {
+  std::string initializer = "\x2a" + std::string(1, char(tensor.size())) + std::string(tensor);
+  return "\x08\x08\x3a" + std::string(1, char(initializer.size())) + initializer;
+}
+
+TEST_F(Io, PackedFloatsOfAPartialValueAreCorrupt) {
+  // float_data (field 4) packed into 5 bytes: one float and a byte. The tensor starts at byte 6.
+  write_bytes(path("bad.onnx"), model_with_tensor_bytes(std::string("\x22\x05\0\0\x80\x3f\0", 7)));
+  EXPECT_EQ(error_of([&] { fusekit::load_model(path("bad.onnx")); }),
+            path("bad.onnx").string() +
+                ": corrupt: field 4 at byte 6 (in graph.initializer[0].float_data) holds 5 bytes, "
+                "not a whole number of 4-byte values");
+}
+
+TEST_F(Io, PackedDimsEndingInsideAVarintAreCorrupt) {
+  // dims (field 1) packed into one byte that says more follows.
+  write_bytes(path("bad.onnx"), model_with_tensor_bytes("\x0a\x01\x80"));
+  EXPECT_EQ(error_of([&] { fusekit::load_model(path("bad.onnx")); }),
+            path("bad.onnx").string() +
+                ": corrupt: a bad varint at byte 8 (in graph.initializer[0].dims)");
+}
+
+// If bodies in If bodies: the model's graph is at depth 1, and each level adds a node, an
+// attribute and a graph, so `levels` levels reach depth 1 + 3·levels.
+onnx::ModelProto nested_if_model(int levels) {
+  onnx::GraphProto body;
+  body.set_name("leaf");
+  for (int level = 0; level < levels; ++level) {
+    onnx::GraphProto outer;
+    outer.set_name("level" + std::to_string(level));
+    auto* node = outer.add_node();
+    node->set_op_type("If");
+    auto* a = node->add_attribute();
+    a->set_name("then_branch");
+    a->set_type(onnx::AttributeProto_AttributeType_GRAPH);
+    *a->mutable_g() = std::move(body);
+    body = std::move(outer);
+  }
+  onnx::ModelProto m = small_builder().build();
+  *m.mutable_graph() = std::move(body);
+  return m;
+}
+
+TEST_F(Io, NestingAtProtobufsLimitLoads) {
+  // Depth 100, the deepest protobuf parses.
+  write_bytes(path("deep.onnx"), fusekit::detail::serialize_deterministic(nested_if_model(33)));
+  EXPECT_EQ(error_of([&] { fusekit::load_model(path("deep.onnx")); }), "no error");
+}
+
+TEST_F(Io, NestingDeeperThanProtobufTakesIsNamed) {
+  // Depth 103: the node at depth 101 is where protobuf gives up; the path keeps its ends.
+  write_bytes(path("deep.onnx"), fusekit::detail::serialize_deterministic(nested_if_model(34)));
+  const std::string message = error_of([&] { fusekit::load_model(path("deep.onnx")); });
+  EXPECT_THAT(message, ::testing::StartsWith(
+                           path("deep.onnx").string() +
+                           ": corrupt: messages nested deeper than protobuf's limit of 100 at "
+                           "byte "));
+  EXPECT_THAT(message,
+              ::testing::EndsWith("(in graph.node[0].attribute[0].….attribute[0].g.node[0])"));
 }
 
 TEST_F(Io, ModelWithoutGraphIsRejected) {

@@ -86,6 +86,151 @@ check "a failed write leaves no report" \
   test "$(exit_code "$fusekit" fuse "$sample" -o missing_dir/out.onnx --report lone.json)" = 1
 check "a failed write: no report" test ! -e lone.json
 
+# Every row of the README's bad-input table: the exit code, the exact first line on stderr, one
+# line only for exit 1, and nothing written (no model, no report, no temporary file).
+"$python" - <<'PY'
+import onnx
+from onnx import TensorProto as T, helper
+
+def model(nodes, opset=17, ir=8, initializers=()):
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", T.FLOAT, [2])],
+                              [helper.make_tensor_value_info("y", T.FLOAT, [2])],
+                              list(initializers))
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = ir
+    return m
+
+def save(m, name):
+    open(name, "wb").write(m.SerializeToString())
+
+relu = helper.make_node("Relu", ["x"], ["y"], name="r")
+good = model([relu])
+save(good, "good.onnx")
+save(model([relu], opset=99, ir=12), "opset99.onnx")
+save(model([relu], ir=99), "ir99.onnx")
+no_graph = model([relu])
+no_graph.ClearField("graph")
+save(no_graph, "nograph.onnx")
+save(model([helper.make_node("Relu", ["nothing"], ["y"], name="relu")]), "missing_input.onnx")
+save(model([helper.make_node("Add", ["x", "b"], ["a"], name="add"),
+            helper.make_node("Relu", ["a"], ["b"], name="relu"),
+            helper.make_node("Identity", ["a"], ["y"], name="id")]), "cycle.onnx")
+save(model([helper.make_node("Relu", ["x"], ["y"], name="r1"),
+            helper.make_node("Relu", ["x"], ["y"], name="r2")]), "twice.onnx")
+w = helper.make_tensor("w", T.FLOAT, [2], [1, 2])
+w.ClearField("float_data")
+w.data_location = T.EXTERNAL
+entry = w.external_data.add()
+entry.key, entry.value = "location", "w.bin"
+save(model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], initializers=[w]),
+     "external_missing.onnx")
+open("tensor.pb", "wb").write(helper.make_tensor("w", T.FLOAT, [2], [1, 2]).SerializeToString())
+
+data = good.SerializeToString()
+open("truncated_model.onnx", "wb").write(data[:-3])
+corrupt = bytearray(data)
+corrupt[data.find(b"Relu") - 2] = 7  # the op_type's tag: field 0, wire type 7
+open("corrupt.onnx", "wb").write(bytes(corrupt))
+node = good.graph.node[0].SerializeToString()
+overrun = bytearray(data)
+overrun[data.find(node) + 1] = 127  # the node's first input claims 127 bytes
+open("overrun.onnx", "wb").write(bytes(overrun))
+# If bodies in If bodies, 120 messages deep: protobuf's Python refuses to build it, so by hand.
+def field(number, payload):  # a length-delimited field, payload under 128 bytes or not
+    length, out = len(payload), bytearray()
+    while True:
+        out.append((length & 0x7f) | (0x80 if length > 0x7f else 0))
+        length >>= 7
+        if not length:
+            break
+    return bytes([number << 3 | 2]) + bytes(out) + payload
+
+graph = field(2, b"leaf")
+for level in range(40):
+    attribute = field(1, b"then_branch") + b"\xa0\x01\x05" + field(6, graph)
+    graph = field(1, field(4, b"If") + field(5, attribute))
+open("deep.onnx", "wb").write(b"\x08\x08" + field(8, b"\x10\x11") + field(7, graph))
+PY
+: >empty.onnx
+printf 'not a model\n' >text.onnx
+mkdir -p adir
+ln -sf good.onnx good_link.onnx
+
+refused() {  # refused NAME CODE "FIRST LINE" ARGS… : exit CODE, that line, nothing written
+  local name=$1 code=$2 line=$3
+  shift 3
+  rm -f bad_out.onnx bad_report.json
+  check "$name: exit $code" test "$(exit_code "$fusekit" "$@")" = "$code"
+  check "$name: the message" test "$(head -n 1 err.txt)" = "$line"
+  if [ "$code" = 1 ]; then check "$name: one line" test "$(wc -l <err.txt)" = 1; fi
+  check "$name: nothing written" test ! -e bad_out.onnx -a ! -e bad_report.json
+  check "$name: no temporary file" test -z "$(ls | grep -e 'tmp')"
+}
+bad() {  # bad NAME FILE "FIRST LINE": fusing FILE exits 1 with that line
+  refused "$1" 1 "$3" fuse "$2" -o bad_out.onnx --report bad_report.json
+}
+bad "no such file" missing.onnx "fusekit: missing.onnx: cannot open: No such file or directory"
+bad "a directory as the model" adir "fusekit: adir: is a directory, not a model file"
+bad "empty file" empty.onnx "fusekit: empty.onnx: empty file, not an ONNX model"
+bad "text" text.onnx \
+  "fusekit: text.onnx: not a protobuf: byte 0 is not a valid field tag (is this an ONNX model?)"
+bad "truncated file" truncated_model.onnx \
+  "fusekit: truncated_model.onnx: truncated: field 8 at byte 58 needs 4 bytes, 1 remain"
+bad "corrupt bytes inside a message" corrupt.onnx \
+  "fusekit: corrupt.onnx: corrupt: byte 15 is not a valid field tag (in graph.node[0])"
+bad "a length past its message" overrun.onnx \
+  "fusekit: overrun.onnx: corrupt: field 1 at byte 6 (in graph.node[0]) needs 127 bytes, 13 remain"
+bad "nested too deep" deep.onnx \
+  "fusekit: deep.onnx: corrupt: messages nested deeper than protobuf's limit of 100 at byte 969 (in graph.node[0].attribute[0].….attribute[0].g.node[0])"
+bad "a TensorProto" tensor.pb \
+  "fusekit: tensor.pb: corrupt: byte 16 is not a valid field tag (in opset_import[0])"
+bad "no graph" nograph.onnx "fusekit: nograph.onnx: graph: not an ONNX model: it has no graph"
+bad "IR version" ir99.onnx \
+  "fusekit: ir99.onnx: ir_version: IR version 99 is not supported (fusekit reads 3 to 12)"
+bad "missing input of a node" missing_input.onnx \
+  "fusekit: missing_input.onnx: node Relu 'relu': input 0: input 'nothing' has no producer: no node, initializer or graph input defines it"
+bad "a cycle" cycle.onnx \
+  "fusekit: cycle.onnx: node Add 'add': the graph has a cycle through this node"
+bad "a name defined twice" twice.onnx \
+  "fusekit: twice.onnx: node Relu 'r2': output 0: value 'y' is already defined as output of Relu 'r1'"
+bad "missing external data" external_missing.onnx \
+  "fusekit: external_missing.onnx: initializer 'w': external data file 'w.bin' is missing"
+check "an opset libonnx does not know is read" \
+  test "$(exit_code "$fusekit" fuse opset99.onnx -o opset99.fused.onnx --quiet)" = 0
+check "--target onnx below opset 23 fuses nothing" \
+  test "$(exit_code "$fusekit" fuse "$sample" -o below23.onnx --target onnx --report below23.json)" = 0
+check "--target onnx below opset 23: the report says why" grep -q "target onnx needs ai.onnx opset 23" out.txt
+
+refused "-o onto a symlink" 1 "fusekit: good_link.onnx: refusing to replace it: not a regular file" \
+  fuse good.onnx -o good_link.onnx --report bad_report.json
+refused "-o onto a directory" 1 "fusekit: adir: refusing to replace it: not a regular file" \
+  fuse good.onnx -o adir --report bad_report.json
+refused "-o onto a device" 1 "fusekit: /dev/null: refusing to replace it: not a regular file" \
+  fuse good.onnx -o /dev/null --report bad_report.json
+refused "-o into a missing directory" 1 "fusekit: nodir/out.onnx: cannot write: No such file or directory" \
+  fuse good.onnx -o nodir/out.onnx --report bad_report.json
+refused "--report onto a directory" 1 "fusekit: adir: refusing to replace it: not a regular file" \
+  fuse good.onnx -o bad_out.onnx --report adir
+for n in 0 -3 abc 2147483648 99999999999999999999; do
+  refused "--num-heads $n" 2 "fusekit: --num-heads needs a positive integer below 2^31, not '$n'" \
+    fuse good.onnx -o bad_out.onnx --report bad_report.json --num-heads "$n"
+done
+refused "unknown flag" 2 "fusekit: unexpected argument '--frob'" \
+  fuse good.onnx -o bad_out.onnx --report bad_report.json --frob
+refused "a second model" 2 "fusekit: unexpected argument 'good.onnx'" \
+  fuse good.onnx good.onnx -o bad_out.onnx --report bad_report.json
+refused "a flag without its value" 2 "fusekit: -o needs a value" fuse good.onnx -o
+refused "no -o" 2 "fusekit: fuse needs -o OUT.onnx (or --dry-run)" \
+  fuse good.onnx --report bad_report.json
+refused "no model" 2 "fusekit: fuse needs IN.onnx" fuse -o bad_out.onnx --report bad_report.json
+refused "unknown target" 2 "fusekit: --target is ort or onnx" \
+  fuse good.onnx -o bad_out.onnx --report bad_report.json --target cuda
+refused "unknown rule" 2 "fusekit: unknown rule 'nope'" \
+  fuse good.onnx -o bad_out.onnx --report bad_report.json --rules nope
+refused "unknown command" 2 "fusekit: unknown command 'frob'" frob
+refused "no command" 2 "fusekit: no command"
+refused "demo with a model" 2 "fusekit: demo takes no model, it has its own" demo extra
+
 check "demo exits 0" test "$(exit_code "$fusekit" demo)" = 0
 check "demo fuses both blocks" grep -q "dit-attention-merged: 2 fused" out.txt
 

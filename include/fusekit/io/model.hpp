@@ -22,6 +22,7 @@
 
 #include "fusekit/io/error.hpp"
 #include "fusekit/io/external_data.hpp"
+#include "fusekit/io/wire_format.hpp"
 
 namespace fusekit {
 
@@ -37,54 +38,6 @@ struct model {
 };
 
 namespace detail {
-
-// Walks the top-level protobuf fields to say why bytes do not parse: protobuf itself only says no.
-inline std::string diagnose_wire_format(std::string_view bytes) {
-  std::size_t at = 0;
-  auto varint = [&](std::uint64_t& out) {
-    out = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (at >= bytes.size()) return false;
-      const auto byte = static_cast<unsigned char>(bytes[at++]);
-      out |= std::uint64_t(byte & 0x7f) << shift;
-      if ((byte & 0x80) == 0) return true;
-    }
-    return false;
-  };
-  while (at < bytes.size()) {
-    const std::size_t field_start = at;
-    std::uint64_t tag = 0;
-    // A varint that runs out of bytes is truncated; one longer than 10 bytes is garbage.
-    const bool tag_read = varint(tag);
-    if (!tag_read && at == bytes.size())
-      return "truncated inside a field tag at byte " + std::to_string(field_start);
-    const std::uint64_t field = tag >> 3, wire_type = tag & 7;
-    if (!tag_read || field == 0 || wire_type > 5 || wire_type == 3 || wire_type == 4)
-      return "not a protobuf: byte " + std::to_string(field_start) +
-             " is not a valid field tag (is this an ONNX model?)";
-    std::uint64_t length = 0;
-    switch (wire_type) {
-      case 0:
-        if (!varint(length)) return "truncated in field " + std::to_string(field);
-        continue;
-      case 1:
-        length = 8;
-        break;
-      case 5:
-        length = 4;
-        break;
-      case 2:
-        if (!varint(length)) return "truncated in the length of field " + std::to_string(field);
-        break;
-    }
-    if (length > bytes.size() - at)
-      return "truncated: field " + std::to_string(field) + " at byte " +
-             std::to_string(field_start) + " needs " + std::to_string(length) + " bytes, " +
-             std::to_string(bytes.size() - at) + " remain";
-    at += length;
-  }
-  return "not an ONNX model: the protobuf fields do not match ModelProto";
-}
 
 inline void for_each_graph(onnx::GraphProto& g, const std::function<void(onnx::GraphProto&)>& f) {
   f(g);

@@ -1,0 +1,432 @@
+"""Random attention blocks for differential testing (test_differential.py).
+
+A case is one attention block, drawn fusible, then changed by its kind's perturbation; the kind
+says which contract of the fused op, if any, the change breaks for each target:
+
+    target ort   com.microsoft.MultiHeadAttention
+    target onnx  ai.onnx Attention (opset 23)
+
+    q ─────────────── MatMul ─ [Cast f32] ─ Mul|Div(scale) ─ [Add mask] ─ Softmax ─┐
+    k ─ [Transpose] ──┘  (or q·√s and kᵀ·√s before the MatMul)                     │
+        ┌─────────────────────────────────────────────────────────────────────────┘
+        └─ [NaN guard] ─ [Cast back] ─ MatMul ─ [merge] ─ y
+                                 v ──┘
+
+A kind whose block breaks no contract must fuse; one that breaks a contract must be left as it
+was. Either way the written model must load in ONNX Runtime and compute what the input computes.
+
+Needs only numpy and onnx.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from types import FunctionType
+from typing import Callable
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ONNX_TYPE = {np.float32: TensorProto.FLOAT, np.float16: TensorProto.FLOAT16,
+             np.float64: TensorProto.DOUBLE}
+# The IR version the ONNX release that introduced each opset wrote.
+IR_VERSION = {11: 6, 13: 7, 17: 8, 18: 8, 23: 11}
+TARGETS = ("ort", "onnx")
+
+
+@dataclass
+class Block:
+    """One attention block, as drawn."""
+    dtype: type = np.float32
+    b: int = 2
+    h: int = 2
+    s: int = 3
+    l: int = 3
+    d: int = 4
+    h_kv: int = 0  # 0: h
+    d_v: int = 0  # 0: d
+    kv_batch: int = 0  # 0: b; 1 broadcasts k and v over q's batch
+    opset: int = 17
+    scale: float = 0.5
+    scale_form: str = "mul"  # mul | mul_left | div | pre
+    scale_shape: tuple = ()
+    scale_values: int = 1  # elements of the scale tensor (>1: not a scalar)
+    divisor: float | None = None  # div: the constant written, when not 1/scale
+    k_layout: str = "bnsh"  # bnsh | bsnh | bnhs | detour
+    casts: str = "none"  # none | float32 | float64 (round trip around Softmax)
+    mask: tuple | str | None = None  # a shape of an additive input mask, "where", or None
+    nan_guard: bool = False
+    merge: bool = False
+    softmax_axis: int | None = -1  # None: attribute left out (the opset's default)
+    shapes: str = "static"  # static | symbolic (batch, sequences) | heads (heads too) | none
+    extra_reader: bool = False  # an Identity reads the probabilities into a graph output
+    interior_output: bool = False  # the scores are a graph output
+    in_if_body: bool = False  # the block sits in an If's then branch, its scale in the outer graph
+    q_chain: int = 0  # element-wise no-ops (Add 0, Mul 1) computing q from the input
+    missing_input: bool = False  # v is read under a name nothing defines
+    num_heads_flag: int | None = None  # --num-heads
+
+    @property
+    def heads_kv(self) -> int:
+        return self.h_kv or self.h
+
+    @property
+    def head_size_v(self) -> int:
+        return self.d_v or self.d
+
+    @property
+    def batch_kv(self) -> int:
+        return self.kv_batch or self.b
+
+    @property
+    def score_dtype(self) -> type:
+        return {"none": self.dtype, "float32": np.float32, "float64": np.float64}[self.casts]
+
+
+# ---- building the model
+
+class _graph:
+    def __init__(self, name: str):
+        self.name, self.nodes, self.initializers = name, [], []
+        self._count = 0
+
+    def fresh(self, stem: str) -> str:
+        self._count += 1
+        return f"{self.name}_{stem}_{self._count}"
+
+    def op(self, op_type: str, inputs: list[str], **attrs) -> str:
+        out = self.fresh(op_type.lower())
+        self.nodes.append(helper.make_node(op_type, inputs, [out], name=out, **attrs))
+        return out
+
+    def const(self, array: np.ndarray, stem: str = "c") -> str:
+        name = self.fresh(stem)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        return name
+
+
+def _info(name: str, dtype, dims) -> onnx.ValueInfoProto:
+    elem = dtype if isinstance(dtype, int) else ONNX_TYPE[dtype]
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+def input_shapes(blk: Block) -> dict[str, tuple[int, ...]]:
+    b, kb, h, hk, s, l, d, dv = (blk.b, blk.batch_kv, blk.h, blk.heads_kv, blk.s, blk.l, blk.d,
+                                 blk.head_size_v)
+    k = {"bnsh": (kb, hk, l, d), "bsnh": (kb, l, hk, d), "bnhs": (kb, hk, d, l),
+         "detour": (kb, hk, l, d)}[blk.k_layout]
+    shapes = {"q": (b, h, s, d), "k": k, "v": (kb, hk, l, dv)}
+    if isinstance(blk.mask, tuple):
+        shapes["mask"] = blk.mask
+    elif blk.mask == "where":
+        shapes["keep"] = (b, 1, s, l)
+    return shapes
+
+
+def _declared(blk: Block, name: str, shape: tuple[int, ...]):
+    """The dims the model declares for a graph input: all static, or the batch and sequence dims
+    by name ("symbolic") and the heads too ("heads"); a dim of 1 where the block broadcasts stays
+    1, and the head size is always static."""
+    if blk.shapes == "none":
+        return [None] * len(shape)
+    if blk.shapes == "static":
+        return list(shape)
+    kv_heads = "H" if blk.heads_kv == blk.h else "Hkv"
+    roles = {"q": ("B", "H", "S", None), "v": ("B", kv_heads, "L", None),
+             "k": {"bnsh": ("B", kv_heads, "L", None), "bsnh": ("B", "L", kv_heads, None),
+                   "bnhs": ("B", kv_heads, None, "L"),
+                   "detour": ("B", kv_heads, "L", None)}[blk.k_layout],
+             "mask": ("B", "H", "S", "L"), "keep": ("B", None, "S", "L")}[name]
+    roles = roles[len(roles) - len(shape):]
+    actual = {"B": blk.b, "H": blk.h, "Hkv": blk.heads_kv, "S": blk.s, "L": blk.l}
+    out = []
+    for size, role in zip(shape, roles):
+        static = role is None or (role in ("H", "Hkv") and blk.shapes != "heads")
+        out.append(size if static or size != actual[role] else role)
+    return out
+
+
+def build(blk: Block) -> onnx.ModelProto:
+    """The model of one block: graph inputs q, k, v (and the mask), output y."""
+    outer = _graph("m")
+    g = _graph("body") if blk.in_if_body else outer
+    dt, st = blk.dtype, blk.score_dtype
+    shapes = input_shapes(blk)
+    inputs = [_info(name, TensorProto.BOOL if name == "keep" else
+                    (st if name == "mask" else dt), _declared(blk, name, shape))
+              for name, shape in shapes.items()]
+
+    q = "q"
+    for i in range(blk.q_chain):
+        q = g.op("Add" if i % 2 == 0 else "Mul",
+                 [q, g.const(np.array(0 if i % 2 == 0 else 1, dtype=dt), "noop")])
+    k = "k"
+    if blk.k_layout == "bnsh":
+        kt = g.op("Transpose", [k], perm=[0, 1, 3, 2])
+    elif blk.k_layout == "bsnh":
+        kt = g.op("Transpose", [k], perm=[0, 2, 3, 1])
+    elif blk.k_layout == "bnhs":
+        kt = k
+    else:  # the dynamo exporter's detour through 3-D
+        kb, hk = blk.batch_kv, blk.heads_kv
+        flat = g.op("Reshape", [k, g.const(np.array([kb * hk, blk.l, blk.d], np.int64))])
+        turned = g.op("Transpose", [flat], perm=[0, 2, 1])
+        kt = g.op("Reshape", [turned, g.const(np.array([kb, hk, blk.d, blk.l], np.int64))])
+
+    # The scale lives in the outer graph: a block in a body reads it from outer scope.
+    def scale_const(value: float, dtype) -> str:
+        array = np.full(blk.scale_shape or (), value, dtype=dtype)
+        if blk.scale_values > 1:
+            array = np.full((blk.scale_values,), value, dtype=dtype)
+        return outer.const(array, "scale")
+
+    if blk.scale_form == "pre":
+        root = math.sqrt(blk.scale)
+        scores = g.op("MatMul", [g.op("Mul", [q, scale_const(root, dt)]),
+                                 g.op("Mul", [kt, scale_const(root, dt)])])
+        if blk.casts != "none":
+            scores = g.op("Cast", [scores], to=ONNX_TYPE[st])
+        scaled = scores
+    else:
+        scores = g.op("MatMul", [q, kt])
+        if blk.casts != "none":
+            scores = g.op("Cast", [scores], to=ONNX_TYPE[st])
+        if blk.scale_form == "div":
+            divisor = blk.divisor if blk.divisor is not None else 1.0 / blk.scale
+            scaled = g.op("Div", [scores, scale_const(divisor, st)])
+        elif blk.scale_form == "mul_left":
+            scaled = g.op("Mul", [scale_const(blk.scale, st), scores])
+        else:
+            scaled = g.op("Mul", [scores, scale_const(blk.scale, st)])
+    if blk.mask == "where":
+        bias = g.op("Where", ["keep", g.const(np.array(0, st)),
+                              g.const(np.array(-np.inf, st))])
+        scaled = g.op("Add", [scaled, bias])
+    elif blk.mask is not None:
+        scaled = g.op("Add", [scaled, "mask"])
+    axis = {} if blk.softmax_axis is None else {"axis": blk.softmax_axis}
+    p = g.op("Softmax", [scaled], **axis)
+    probs = p
+    if blk.nan_guard:
+        p = g.op("Where", [g.op("IsNaN", [p]), g.const(np.array(0, st)), p])
+    if blk.casts != "none":
+        p = g.op("Cast", [p], to=ONNX_TYPE[dt])
+    y = g.op("MatMul", [p, "v_undefined" if blk.missing_input else "v"])
+    if blk.merge:
+        y = g.op("Reshape", [g.op("Transpose", [y], perm=[0, 2, 1, 3]),
+                             g.const(np.array([0, 0, -1], np.int64))])
+    # Outputs declare their rank only: the ONNX checker wants a shape, the dims are the block's.
+    rank = 5 if len(blk.scale_shape) == 5 else 4
+    outputs = [(y, dt, 3 if blk.merge else rank)]
+    if blk.extra_reader:
+        outputs.append((g.op("Identity", [probs]), st, rank))
+    if blk.interior_output:
+        outputs.append((scores, st, 4))
+
+    opsets = [helper.make_opsetid("", blk.opset)]
+    declared = [_info(name, t, [None] * r) for name, t, r in outputs]
+    if not blk.in_if_body:
+        graph = helper.make_graph(g.nodes, "attention", inputs, declared, g.initializers)
+    else:
+        body = helper.make_graph(g.nodes, "then_branch", [], declared, g.initializers)
+        other = _graph("else")
+        for _ in outputs:
+            other.nodes.append(helper.make_node("Identity", ["q"], [other.fresh("out")]))
+        else_outputs = [_info(n.output[0], dt, [None] * 4) for n in other.nodes]
+        otherwise = helper.make_graph(other.nodes, "else_branch", [], else_outputs)
+        names = [f"y{i}" for i in range(len(outputs))]
+        node = helper.make_node("If", ["cond"], names, name="if", then_branch=body,
+                                else_branch=otherwise)
+        graph = helper.make_graph([node], "attention",
+                                  inputs + [_info("cond", TensorProto.BOOL, [])],
+                                  [_info(n, t, [None] * r) for n, (_, t, r) in zip(names, outputs)],
+                                  outer.initializers)
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="attention_gen")
+    model.ir_version = IR_VERSION[blk.opset]
+    return model
+
+
+def feed(blk: Block, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    out = {}
+    for name, shape in input_shapes(blk).items():
+        if name == "keep":
+            keep = rng.random(shape) < 0.7
+            keep[..., 0] = True  # no row masked entirely
+            out[name] = keep
+        elif name == "mask":
+            out[name] = rng.standard_normal(shape).astype(blk.score_dtype)
+        else:
+            out[name] = rng.standard_normal(shape).astype(blk.dtype)
+    if blk.in_if_body:
+        out["cond"] = np.array(True)
+    return out
+
+
+# ---- the kinds
+
+def _fusible(rng: np.random.Generator, target: str) -> Block:
+    """A block that breaks no contract of either target's op."""
+    dtype = [np.float32, np.float16][rng.integers(2)]
+    h = int(rng.choice([1, 2, 3, 4]))
+    s = int(rng.choice([1, 2, 5]))
+    d = int(rng.choice([2, 4, 8, 16]))
+    blk = Block(dtype=dtype, b=int(rng.choice([1, 2, 3])), h=h, s=s,
+                l=int(rng.choice([s, 3, 7])), d=d,
+                opset=23 if target == "onnx" else int(rng.choice([17, 18, 23])),
+                scale=float(rng.choice([1 / math.sqrt(d), 0.125, rng.uniform(0.05, 1.0)])),
+                scale_form=str(rng.choice(["mul", "mul_left", "div", "pre"])),
+                scale_shape=[(), (1,)][rng.integers(2)],
+                k_layout=str(rng.choice(["bnsh", "bsnh", "bnhs", "detour"])),
+                softmax_axis=[-1, 3][rng.integers(2)],
+                nan_guard=bool(rng.integers(2)), merge=bool(rng.integers(2)),
+                shapes=["static", "symbolic"][rng.integers(2)])
+    # The pre-scaled form with casts is a kind of its own (pre_scaled_cast_round_trip).
+    if dtype == np.float16 and blk.scale_form != "pre" and rng.integers(2):
+        blk.casts = "float32"
+    return _consistent(blk)
+
+
+def _consistent(blk: Block) -> Block:
+    """The dynamo exporter's kᵀ detour reshapes to constant dims: only with static shapes."""
+    if blk.k_layout == "detour" and blk.shapes in ("symbolic", "heads"):
+        blk.k_layout = "bnsh"
+    return blk
+
+
+def _set(**fields) -> Callable[[Block, np.random.Generator], None]:
+    def perturb(blk: Block, rng: np.random.Generator) -> None:
+        for name, value in fields.items():
+            setattr(blk, name, value(blk, rng) if isinstance(value, FunctionType) else value)
+    return perturb
+
+
+@dataclass(frozen=True)
+class Kind:
+    name: str
+    perturb: Callable[[Block, np.random.Generator], None]
+    # The contract the perturbed block breaks, per target; a target not listed breaks none.
+    breaks: dict[str, str] = field(default_factory=dict)
+    # Not a valid model: the CLI must refuse it (exit 1, nothing written).
+    invalid: bool = False
+
+
+def _mask_shape(blk: Block, rng: np.random.Generator) -> tuple:
+    return [(blk.b, blk.h, blk.s, blk.l), (1, 1, blk.s, blk.l), (blk.b, 1, blk.s, blk.l),
+            (1, blk.h, blk.s, blk.l)][rng.integers(4)]
+
+
+def _no_casts(blk: Block, rng: np.random.Generator) -> str:
+    return "none"  # the fused ops add the bias in q's type, a float32 mask would not fit
+
+
+BOTH = ("ort", "onnx")
+KINDS: list[Kind] = [
+    # ---- fusible: each must fuse
+    Kind("plain", _set()),
+    Kind("div_by_sqrt", _set(scale_form="div", scale=lambda b, r: 1 / math.sqrt(b.d))),
+    Kind("mul_by_constant", _set(scale_form=lambda b, r: ["mul", "mul_left"][r.integers(2)])),
+    Kind("pre_scaled", _set(scale_form="pre", casts="none")),
+    Kind("pre_scaled_cast_round_trip", _set(scale_form="pre", dtype=np.float16, casts="float32")),
+    Kind("k_bsnh", _set(k_layout="bsnh")),
+    Kind("kt_given_bnhs", _set(k_layout="bnhs")),
+    Kind("k_detour_3d", _set(k_layout="detour", shapes="static")),
+    Kind("fp16_cast_round_trip", _set(dtype=np.float16, casts="float32",
+                                      scale_form=lambda b, r: str(r.choice(["mul", "div"])))),
+    Kind("float32_no_casts", _set(dtype=np.float32, casts="none")),
+    Kind("mask_input", _set(mask=_mask_shape, casts=_no_casts)),
+    Kind("mask_where_bool", _set(mask="where", casts=_no_casts, nan_guard=True)),
+    Kind("nan_guard", _set(nan_guard=True)),
+    Kind("head_merge", _set(merge=True)),
+    Kind("symbolic_batch_and_sequence", _set(shapes="symbolic")),
+    Kind("heads_from_flag", _set(shapes="heads", num_heads_flag=lambda b, r: b.h)),
+    Kind("scale_in_outer_graph_of_if_body",
+         _set(in_if_body=True, scale_form=lambda b, r: str(r.choice(["mul", "mul_left", "div"])))),
+    Kind("pre_scale_in_outer_graph_of_if_body", _set(in_if_body=True, scale_form="pre",
+                                                     casts="none")),
+    Kind("long_elementwise_chain_before_q", _set(q_chain=20)),
+    Kind("opset11_softmax_last_axis", _set(opset=11, softmax_axis=3),
+         breaks={"onnx": "Attention needs opset 23; fusekit never raises the opset"}),
+    # ---- fusible for one target only
+    Kind("value_head_size_differs", _set(d_v=lambda b, r: b.d * 2),
+         breaks={"ort": "MultiHeadAttention needs one head size for q, k and v"}),
+    Kind("one_kv_head_broadcast", _set(h=lambda b, r: int(r.choice([2, 4])), h_kv=1),
+         breaks={"ort": "MultiHeadAttention needs as many key/value heads as query heads"}),
+    Kind("target_onnx_below_opset_23", _set(opset=lambda b, r: int(r.choice([17, 18]))),
+         breaks={"onnx": "Attention needs opset 23; fusekit never raises the opset"}),
+    # ---- breaking a contract of both: each must stay as it is
+    Kind("float64", _set(dtype=np.float64, casts="none"),
+         breaks=dict.fromkeys(BOTH, "no float64 kernel: MultiHeadAttention has no float64, "
+                                    "Attention would compute softmax in float32")),
+    Kind("casts_through_float64", _set(dtype=np.float16, casts="float64"),
+         breaks=dict.fromkeys(BOTH, "the fused ops keep softmax in float32, not float64")),
+    Kind("softmax_wrong_axis", _set(softmax_axis=lambda b, r: int(r.choice([1, 2]))),
+         breaks=dict.fromkeys(BOTH, "softmax not over the key axis")),
+    Kind("softmax_opset11_default_axis", _set(opset=11, softmax_axis=None, h=2),
+         breaks=dict.fromkeys(BOTH, "opset 11's default axis 1 normalises over heads, sequence "
+                                    "and keys together")),
+    Kind("mask_key_broadcast", _set(l=3, mask=lambda b, r: (b.b, b.h, b.s, 1), casts=_no_casts),
+         breaks=dict.fromkeys(BOTH, "a mask broadcast over keys is no attention bias shape")),
+    Kind("mask_2d", _set(mask=lambda b, r: (b.s, b.l), casts=_no_casts),
+         breaks={"ort": "MultiHeadAttention's attention bias is 4-D"}),
+    # Softmax over axis -1: axis 3 of the 5-D scores is no longer the key axis.
+    Kind("scale_rank5", _set(scale_shape=(1, 1, 1, 1, 1), scale_form="mul", merge=False,
+                             softmax_axis=-1),
+         breaks=dict.fromkeys(BOTH, "a rank-5 scale makes the scores, and the output, 5-D")),
+    Kind("scale_two_elements", _set(l=2, scale_values=2, scale_form="mul"),
+         breaks=dict.fromkeys(BOTH, "a scale of two elements is no scalar")),
+    Kind("scale_overflows_float", _set(dtype=np.float32, casts="none", scale_form="div",
+                                       divisor=1e-40),
+         breaks=dict.fromkeys(BOTH, "the scale 1/1e-40 is not a finite float32")),
+    Kind("scale_negative", _set(scale=lambda b, r: -float(r.uniform(0.1, 1.0)),
+                                scale_form=lambda b, r: ["mul", "div"][r.integers(2)]),
+         breaks=dict.fromkeys(BOTH, "the scale is not positive")),
+    Kind("probabilities_read_outside", _set(extra_reader=True),
+         breaks=dict.fromkeys(BOTH, "an interior value is read outside the block")),
+    Kind("scores_are_a_graph_output", _set(interior_output=True),
+         breaks=dict.fromkeys(BOTH, "an interior value is a graph output")),
+    Kind("batch_broadcast", _set(b=lambda b, r: int(r.choice([2, 3])), kv_batch=1,
+                                 shapes=lambda b, r: ["none", "static"][r.integers(2)]),
+         breaks=dict.fromkeys(BOTH, "k and v broadcast over q's batch; the fused ops do not")),
+    Kind("head_broadcast_undeclared", _set(h=lambda b, r: int(r.choice([2, 4])), h_kv=1,
+                                           shapes="none"),
+         breaks=dict.fromkeys(BOTH, "the heads are not declared, so not proven")),
+    Kind("num_heads_contradicts_model", _set(num_heads_flag=lambda b, r: b.h + 1),
+         breaks=dict.fromkeys(BOTH, "--num-heads contradicts the declared heads")),
+    # ---- not a model: refused whole
+    Kind("missing_input", _set(missing_input=True), invalid=True),
+]
+KIND = {k.name: k for k in KINDS}
+
+
+@dataclass
+class Case:
+    index: int
+    kind: Kind
+    target: str
+    block: Block
+    base: Block  # the block before the perturbation: fusible for the target
+
+    @property
+    def id(self) -> str:
+        return f"{self.index:03d}-{self.kind.name}-{self.target}"
+
+    @property
+    def broken(self) -> str | None:
+        return self.kind.breaks.get(self.target)
+
+
+def cases(seed: int, count: int) -> list[Case]:
+    """`count` cases, every (kind, target) pair in turn, parameters from `seed`."""
+    rng = np.random.default_rng(seed)
+    pairs = [(k, t) for k in KINDS for t in TARGETS]
+    out = []
+    for i in range(count):
+        kind, target = pairs[i % len(pairs)]
+        base = _fusible(rng, target)
+        blk = copy.deepcopy(base)
+        kind.perturb(blk, rng)
+        _consistent(blk)
+        out.append(Case(i, kind, target, blk, base))
+    return out
