@@ -39,9 +39,9 @@ void infer_facts(benchmark::State& state) {
     benchmark::DoNotOptimize(f.contradictions().size());
   }
   state.counters["nodes"] = double(g.node_count());
-  state.counters["per_node"] = benchmark::Counter(
-      double(state.iterations()) * double(g.node_count()),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["per_node"] =
+      benchmark::Counter(double(state.iterations()) * double(g.node_count()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 }  // namespace

@@ -180,8 +180,11 @@ int fuse(const arguments& a) {
   say("reading " + a.input);
   fusekit::model m = fusekit::load_model(a.input);
   say("fusing");
-  const auto report = fusekit::rules::fuse_all(m, a.options);
-  fusekit::rewrite::check_invariants(m);
+  // The checker's complaint about the input is no reason to refuse the output; a new one is.
+  const std::string input_error = fusekit::rewrite::checker_error(m);
+  auto report = fusekit::rules::fuse_all(m, a.options);
+  if (auto note = fusekit::rewrite::check_rewrite(m, input_error))
+    report.notes.push_back(std::move(*note));
   // The report is staged first and published only after the model is written: a failure
   // anywhere leaves neither behind.
   std::optional<staged_text> report_file;
@@ -333,20 +336,6 @@ int demo(const arguments& a) {
   return 0;
 }
 
-// Every error is one line: multi-line texts (the ONNX checker's) are joined.
-std::string one_line(std::string_view text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '\n') {
-      if (!out.empty() && out.back() != ' ') out += "; ";
-    } else {
-      out += c;
-    }
-  }
-  while (!out.empty() && (out.back() == ' ' || out.back() == ';')) out.pop_back();
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -366,7 +355,7 @@ int main(int argc, char** argv) {
     std::cerr << "fusekit: " << e.what() << "\n" << usage;
     return 2;
   } catch (const std::exception& e) {
-    std::cerr << "fusekit: " << one_line(e.what()) << "\n";
+    std::cerr << "fusekit: " << fusekit::rewrite::one_line(e.what()) << "\n";
     return 1;
   }
 }

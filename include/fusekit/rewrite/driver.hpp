@@ -1,14 +1,15 @@
 // Running rules over a model: fuse<rules…>(model, options).
 //
 // Each pass indexes the model, tries every rule at its anchors (from the op index) in every graph
-// and subgraph, keeps the matches whose guard agrees and whose emit completes, resolves overlaps
-// (higher priority first, then graph order), and commits the survivors: replacement nodes go
-// where the matched root was, so topological order holds; the matched nodes that nothing else
-// reads any more are removed, the others stay; outputs keep their names. Passes repeat until no
-// rule matches, so a second run changes nothing.
+// and subgraph, keeps the matches whose guard agrees, whose emit completes and whose edit reads
+// only what exists where it goes (validate.hpp), resolves overlaps (higher priority first, then
+// graph order), and commits the survivors in place: replacement nodes go where the matched root
+// was, so topological order holds; the matched nodes that nothing else reads any more are removed,
+// the others stay; outputs keep their names. Passes repeat until no rule matches, so a second run
+// changes nothing, or until max_passes, which the report then says. The whole run is one
+// transaction: if anything throws, every graph and the opset imports are restored as they came.
 #pragma once
 
-#include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -17,19 +18,29 @@
 #include <set>
 #include <span>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/io/model.hpp"
 #include "fusekit/pattern/match.hpp"
 #include "fusekit/rewrite/emitter.hpp"
+#include "fusekit/rewrite/invariants.hpp"
+#include "fusekit/rewrite/journal.hpp"
+#include "fusekit/rewrite/names.hpp"
 #include "fusekit/rewrite/report.hpp"
 #include "fusekit/rewrite/rule.hpp"
+#include "fusekit/rewrite/validate.hpp"
 
 namespace fusekit::rewrite {
 
 // Passes after which a rule set that keeps matching its own output is stopped.
 inline constexpr int max_passes = 8;
+
+// Called with the first pass's index, before anything changes: what a rule library wants to know
+// about the model as it came (the fused ops it held already) without indexing it again.
+using survey = void (*)(const graph&, report&);
 
 namespace detail {
 
@@ -41,6 +52,10 @@ struct candidate {
   std::size_t position;  // of the root in topological order
   std::vector<node_id> nodes;
   std::unique_ptr<emitter> edit;
+  std::vector<value_id> reads;     // existing values the edit reads
+  std::vector<value_id> replaced;  // matched values the edit computes anew
+
+  footprint print() const { return {root, nodes, reads, replaced}; }
 };
 
 template <class R>
@@ -53,6 +68,7 @@ constexpr std::size_t near_miss_depth() {
 
 inline std::vector<std::string> describe_all(const graph& g, std::span<const node_id> nodes) {
   std::vector<std::string> out;
+  out.reserve(nodes.size());
   for (node_id n : nodes) out.push_back(g.describe(n));
   return out;
 }
@@ -73,12 +89,19 @@ void try_rule(const graph& g, const options& opts, name_pool& names, std::vector
   if (!opts.runs(R::name)) return;
   for (node_id n : pattern::anchors(R::pattern, g)) {
     auto m = pattern::match(R::pattern, g, n);
+    auto refuse = [&](std::string reason) {
+      out.near_misses.push_back({std::string(R::name), g.describe(n), std::move(reason),
+                                 m.nodes().size(), describe_all(g, m.nodes()), g.describe(n)});
+    };
     if (!m) {
+      // Most anchors are unrelated nodes: only one that could be a near miss pays for the
+      // explanation, once.
+      if (!opts.explain && !resembles<R>(g, n)) continue;
       pattern::explanation why;
       pattern::match(R::pattern, g, n, &why);
       // A near miss got as far as the op type of the rule's near_miss_depth-th node. Failing
-      // before that, on the anchor's own inputs, is not one: most anchors are unrelated nodes.
-      if (opts.explain || (why.progress + 1 >= 2 * near_miss_depth<R>() && resembles<R>(g, n)))
+      // before that, on the anchor's own inputs, is not one.
+      if (opts.explain || why.progress + 1 >= 2 * near_miss_depth<R>())
         out.near_misses.push_back(
             {std::string(R::name), g.describe(n), why.message, why.depth,
              describe_all(g, why.matched),
@@ -87,39 +110,25 @@ void try_rule(const graph& g, const options& opts, name_pool& names, std::vector
     }
     const verdict v = guard_of<R>(g, m, opts);
     if (!v) {
-      out.near_misses.push_back({std::string(R::name), g.describe(n), v.reason, m.nodes().size(),
-                                 describe_all(g, m.nodes()), g.describe(n)});
+      refuse(v.reason);
       continue;
     }
     auto edit = std::make_unique<emitter>(g, n, opts, names, std::string(R::name));
     try {
       R::emit(g, m, *edit);
     } catch (const std::exception& e) {
-      out.near_misses.push_back({std::string(R::name), g.describe(n),
-                                 std::string("emit failed, nothing changed: ") + e.what(),
-                                 m.nodes().size(), describe_all(g, m.nodes()), g.describe(n)});
+      refuse(std::string("emit failed, nothing changed: ") + e.what());
       continue;
     }
-    for (value_id v_out : g.outputs(n)) {
-      if (v_out == no_id || (g.consumers(v_out).empty() && !g.is_graph_output(v_out))) continue;
-      const auto& r = edit->replacements();
-      if (std::none_of(r.begin(), r.end(), [&](const auto& p) { return p.first == v_out; })) {
-        out.near_misses.push_back({std::string(R::name), g.describe(n),
-                                   "emit gave no replacement for output '" +
-                                       std::string(g.name(v_out)) + "', nothing changed",
-                                   m.nodes().size(), describe_all(g, m.nodes()), g.describe(n)});
-        edit.reset();
-        break;
-      }
+    edit_check check(g, n, m.nodes(), *edit);
+    if (std::string why = check.run(); !why.empty()) {
+      refuse(std::move(why));
+      continue;
     }
-    if (!edit) continue;
-    found.push_back({R::name,
-                     priority_of<R>(),
-                     &g,
-                     n,
-                     g.topological_position(n),
-                     {m.nodes().begin(), m.nodes().end()},
-                     std::move(edit)});
+    edit->name_replacements();
+    found.push_back({R::name, priority_of<R>(), &g, n, g.topological_position(n),
+                     std::vector<node_id>(m.nodes().begin(), m.nodes().end()), std::move(edit),
+                     check.reads(), check.replaced()});
   }
 }
 
@@ -132,207 +141,222 @@ void collect(const graph& g, const options& opts, name_pool& names, std::vector<
       collect<Rules...>(*sub.body, opts, names, found, out);
 }
 
-// Higher priority first, then graph order; a match that shares a node with an accepted one waits
-// for the next pass.
+// What the edits chosen so far in one graph claim: their nodes, the interior values they compute
+// anew (and where), and the values their nodes read (and where first).
+struct claims {
+  std::unordered_set<node_id> nodes;
+  std::unordered_map<value_id, std::size_t> replaced_at, read_at;
+
+  // A candidate waits for the next pass when it shares a node with a chosen edit, reads a value
+  // a chosen edit computes anew only after it, or computes anew a value a chosen edit reads
+  // before it.
+  bool admit(const candidate& c) {
+    const graph& g = *c.where;
+    if (std::any_of(c.nodes.begin(), c.nodes.end(), [&](node_id n) { return nodes.contains(n); }))
+      return false;
+    for (value_id v : c.reads)
+      if (auto it = replaced_at.find(v); it != replaced_at.end() && it->second > c.position)
+        return false;
+    for (value_id v : c.replaced)
+      if (auto it = read_at.find(v); it != read_at.end() && it->second < c.position) return false;
+    nodes.insert(c.nodes.begin(), c.nodes.end());
+    for (value_id v : c.replaced)
+      if (g.producer(v) != c.root) replaced_at.emplace(v, c.position);
+    for (value_id v : c.reads) {
+      auto [it, added] = read_at.emplace(v, c.position);
+      if (!added) it->second = std::min(it->second, c.position);
+    }
+    return true;
+  }
+};
+
+// Higher priority first, then graph order.
 inline std::vector<candidate*> select(std::vector<candidate>& found) {
   std::vector<candidate*> order;
+  order.reserve(found.size());
   for (auto& c : found) order.push_back(&c);
   std::stable_sort(order.begin(), order.end(), [](const candidate* a, const candidate* b) {
     if (a->priority != b->priority) return a->priority > b->priority;
     if (a->where != b->where) return std::less<const graph*>{}(a->where, b->where);
     return a->position < b->position;
   });
-  std::map<const graph*, std::set<node_id>> taken;
+  std::unordered_map<const graph*, claims> taken;
   std::vector<candidate*> chosen;
-  for (candidate* c : order) {
-    auto& used = taken[c->where];
-    if (std::any_of(c->nodes.begin(), c->nodes.end(), [&](node_id n) { return used.contains(n); }))
-      continue;
-    used.insert(c->nodes.begin(), c->nodes.end());
-    chosen.push_back(c);
-  }
+  for (candidate* c : order)
+    if (taken[c->where].admit(*c)) chosen.push_back(c);
   return chosen;
 }
 
-// Which matched nodes die: the roots, and every interior node none of whose outputs is still read
-// by a node that stays, or is a graph output.
-inline std::set<node_id> dead_nodes(const graph& g, const std::vector<candidate*>& edits) {
-  std::set<node_id> roots, dead;
-  std::set<std::string> read_by_new;  // what the replacement nodes read stays alive
-  for (const candidate* c : edits) {
-    roots.insert(c->root);
-    dead.insert(c->nodes.begin(), c->nodes.end());
-    for (const auto& node : c->edit->nodes())
-      for (const auto& in : node.input()) read_by_new.insert(in);
-  }
-  auto read_by_replacements = [&](value_id out) {
-    return read_by_new.contains(std::string(g.name(out)));
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (auto it = dead.begin(); it != dead.end();) {
-      bool alive = false;
-      if (!roots.contains(*it))
-        for (value_id out : g.outputs(*it)) {
-          if (out == no_id) continue;
-          alive |= g.is_graph_output(out) || read_by_replacements(out);
-          for (const use& u : g.consumers(out)) alive |= !dead.contains(u.node);
-        }
-      if (alive) {
-        it = dead.erase(it);
-        changed = true;
-      } else {
-        ++it;
-      }
-    }
-  }
-  // Constants read only by dead nodes die with them.
-  for (node_id n = 0; n < g.node_count(); ++n) {
-    if (dead.contains(n) || g.op_type(n) != "Constant" || !g.domain(n).empty()) continue;
-    const value_id out = g.output(n, 0);
-    if (out == no_id || g.is_graph_output(out) || g.consumers(out).empty() ||
-        read_by_replacements(out))
-      continue;
-    const auto uses = g.consumers(out);
-    if (std::all_of(uses.begin(), uses.end(), [&](const use& u) { return dead.contains(u.node); }))
-      dead.insert(n);
-  }
-  return dead;
-}
-
-// The emitted nodes, with each replacement written under the replaced output's name, so every
-// reader and graph output keeps working unchanged.
-inline std::vector<onnx::NodeProto> realize(const graph& g, const candidate& c) {
-  std::vector<onnx::NodeProto> nodes = c.edit->nodes();
-  std::map<std::string, std::string> renamed;
-  for (const auto& [old, replacement] : c.edit->replacements()) {
-    const std::string old_name(g.name(old));
-    bool emitted = false;
-    for (auto& node : nodes)
-      for (auto& out : *node.mutable_output())
-        if (out == replacement) {
-          out = old_name;
-          emitted = true;
-        }
-    if (emitted) {
-      renamed[replacement] = old_name;
-      continue;
-    }
-    onnx::NodeProto& identity = nodes.emplace_back();
-    identity.set_op_type("Identity");
-    identity.set_name(old_name + "/identity");
-    identity.add_input(replacement);
-    identity.add_output(old_name);
-  }
-  for (auto& node : nodes)
-    for (auto& in : *node.mutable_input())
-      if (auto it = renamed.find(in); it != renamed.end()) in = it->second;
-  return nodes;
-}
-
-inline std::map<std::string, int> count_ops(const std::vector<onnx::NodeProto>& nodes) {
+inline std::map<std::string, int> count_ops(
+    std::span<const std::unique_ptr<onnx::NodeProto>> nodes) {
   std::map<std::string, int> counts;
-  for (const auto& n : nodes) ++counts[n.op_type()];
+  for (const auto& n : nodes) ++counts[n->op_type()];
   return counts;
 }
 
-// Rewrites one graph's proto with its accepted edits. The new node list is built aside and swapped
-// in, so an exception leaves the graph as it was.
-inline void commit(const graph& g, const std::vector<candidate*>& edits, report& out) {
-  const std::set<node_id> dead = dead_nodes(g, edits);
-  std::map<node_id, const candidate*> by_root;
-  for (const candidate* c : edits) by_root[c->root] = c;
-
-  google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+// One graph's edits of a pass, worked out before anything changes: its new node and initializer
+// lists, as pointers to the elements it keeps and to new ones.
+struct graph_edit {
+  onnx::GraphProto* proto;
+  std::vector<onnx::NodeProto*> nodes;
+  std::vector<std::unique_ptr<onnx::NodeProto>> added_nodes;
+  std::vector<onnx::TensorProto*> initializers;
+  std::vector<std::unique_ptr<onnx::TensorProto>> added_initializers;
+  bool initializers_change = false;
   std::vector<fusion> fusions;
-  for (node_id n : g.topological_order()) {
-    if (auto it = by_root.find(n); it != by_root.end()) {
-      const candidate& c = *it->second;
-      fusion f{std::string(c.rule),      g.describe(n),  {}, {},
-               describe_all(g, c.nodes), c.edit->notes()};
-      for (node_id m : std::set<node_id>(c.nodes.begin(), c.nodes.end()))
-        if (dead.contains(m)) ++f.removed[std::string(g.op_type(m))];
-      const auto realized = realize(g, c);
-      f.added = count_ops(realized);
-      for (const auto& node : realized) *nodes.Add() = node;
-      fusions.push_back(std::move(f));
-      continue;
+
+  graph_edit(const graph& g, std::span<candidate* const> edits)
+      : proto(const_cast<onnx::GraphProto*>(&g.proto())) {  // the caller's model, which we own
+    std::vector<footprint> prints;
+    std::vector<candidate*> edit_at(g.node_count(), nullptr);  // by root
+    std::unordered_set<value_id> read;
+    for (candidate* c : edits) {
+      prints.push_back(c->print());
+      edit_at[c->root] = c;
+      read.insert(c->reads.begin(), c->reads.end());
     }
-    if (!dead.contains(n)) *nodes.Add() = g.node(n);
+    std::unordered_set<node_id> dead = dead_nodes(g, prints);
+    add_dead_constants(g, prints, dead);
+    std::vector<char> gone(g.node_count(), 0);
+    for (node_id n : dead) gone[n] = 1;
+
+    nodes.reserve(g.node_count());
+    for (node_id n : g.topological_order()) {
+      if (edit_at[n] != nullptr)
+        realize(g, *edit_at[n], dead);
+      else if (!gone[n])
+        nodes.push_back(const_cast<onnx::NodeProto*>(&g.node(n)));
+    }
+
+    // Initializers that only dead nodes read go with them.
+    // Each is judged once: one shared by every layer (a scale) has as many readers as layers.
+    std::unordered_set<const onnx::TensorProto*> orphans;
+    std::unordered_set<value_id> judged;
+    for (node_id n : dead)
+      for (value_id v : g.inputs(n)) {
+        const onnx::TensorProto* t = g.constant_tensor(v);
+        if (t == nullptr || !g.is_initializer(v) || g.is_graph_output(v) || read.contains(v) ||
+            !judged.insert(v).second)
+          continue;
+        const auto uses = g.consumers(v);
+        if (std::all_of(uses.begin(), uses.end(),
+                        [&](const use& u) { return dead.contains(u.node); }))
+          orphans.insert(t);
+      }
+    initializers_change = !orphans.empty() || !added_initializers.empty();
+    if (!initializers_change) return;
+    auto& all = *proto->mutable_initializer();
+    for (auto it = all.pointer_begin(); it != all.pointer_end(); ++it)
+      if (!orphans.contains(*it)) initializers.push_back(*it);
+    for (const auto& t : added_initializers) initializers.push_back(t.get());
   }
 
-  std::set<std::string> still_read;
-  for (const auto& node : nodes)
-    for (const auto& in : node.input()) still_read.insert(in);
-  auto& proto = const_cast<onnx::GraphProto&>(g.proto());  // the caller's model, which we own
-  google::protobuf::RepeatedPtrField<onnx::TensorProto> initializers;
-  for (const auto& t : proto.initializer()) {
-    const value_id v = *g.find_value(t.name());
-    const bool orphaned = !g.consumers(v).empty() && !still_read.contains(t.name()) &&
-                          !g.is_graph_input(v) && !g.is_graph_output(v) &&
-                          std::all_of(g.consumers(v).begin(), g.consumers(v).end(),
-                                      [&](const use& u) { return dead.contains(u.node); });
-    if (!orphaned) *initializers.Add() = t;
+  void apply(journal& edits) {
+    edits.replace(*proto->mutable_node(), nodes, std::move(added_nodes));
+    if (initializers_change)
+      edits.replace(*proto->mutable_initializer(), initializers, std::move(added_initializers));
   }
-  for (const candidate* c : edits)
-    for (const auto& t : c->edit->initializers()) *initializers.Add() = t;
 
-  proto.mutable_node()->Swap(&nodes);
-  proto.mutable_initializer()->Swap(&initializers);
-  for (auto& f : fusions) out.fusions.push_back(std::move(f));
-}
+ private:
+  void realize(const graph& g, candidate& c, const std::unordered_set<node_id>& dead) {
+    fusion f{std::string(c.rule),      g.describe(c.root), {}, {},
+             describe_all(g, c.nodes), c.edit->notes()};
+    for (node_id m : std::set<node_id>(c.nodes.begin(), c.nodes.end()))
+      if (dead.contains(m)) ++f.removed[std::string(g.op_type(m))];
+    const std::size_t first = added_nodes.size();
+    for (onnx::NodeProto& node : c.edit->take_nodes()) {
+      added_nodes.push_back(std::make_unique<onnx::NodeProto>(std::move(node)));
+      nodes.push_back(added_nodes.back().get());
+    }
+    f.added = count_ops(std::span(added_nodes).subspan(first));
+    for (onnx::TensorProto& t : c.edit->take_initializers())
+      added_initializers.push_back(std::make_unique<onnx::TensorProto>(std::move(t)));
+    fusions.push_back(std::move(f));
+  }
+};
 
-// Subgraphs first: a parent's commit copies its nodes, bodies included.
-inline void commit_all(const graph& g, const std::vector<candidate*>& chosen, report& out) {
-  for (node_id n = 0; n < g.node_count(); ++n)
-    for (const subgraph_ref& sub : g.subgraphs(n)) commit_all(*sub.body, chosen, out);
+inline void plan_graphs(const graph& g, const std::vector<candidate*>& chosen,
+                        std::vector<graph_edit>& plans) {
   std::vector<candidate*> mine;
   for (candidate* c : chosen)
     if (c->where == &g) mine.push_back(c);
-  if (!mine.empty()) commit(g, mine, out);
+  if (!mine.empty()) plans.emplace_back(g, mine);
+  for (node_id n = 0; n < g.node_count(); ++n)
+    for (const subgraph_ref& sub : g.subgraphs(n)) plan_graphs(*sub.body, chosen, plans);
+}
+
+// The domains the chosen edits use that the model does not import yet, at version 1.
+inline void import_domains(onnx::ModelProto& m, const std::vector<candidate*>& chosen,
+                           journal& edits) {
+  std::vector<std::unique_ptr<onnx::OperatorSetIdProto>> added;
+  std::vector<onnx::OperatorSetIdProto*> after(m.mutable_opset_import()->pointer_begin(),
+                                               m.mutable_opset_import()->pointer_end());
+  auto imported = [&](const std::string& domain) {
+    return std::any_of(after.begin(), after.end(),
+                       [&](const auto* o) { return o->domain() == domain; });
+  };
+  for (const candidate* c : chosen)
+    for (const std::string& domain : c->edit->domains()) {
+      if (imported(domain)) continue;
+      auto& opset = added.emplace_back(std::make_unique<onnx::OperatorSetIdProto>());
+      opset->set_domain(domain);
+      opset->set_version(1);
+      after.push_back(opset.get());
+    }
+  if (!added.empty()) edits.replace(*m.mutable_opset_import(), after, std::move(added));
+}
+
+// Every graph's edits and the opset imports of one pass. Each graph's edit is worked out in full
+// before any is applied; the journal undoes what was applied if anything later fails.
+inline void commit(const graph& g, onnx::ModelProto& m, const std::vector<candidate*>& chosen,
+                   journal& edits, report& out) {
+  std::vector<graph_edit> plans;
+  plan_graphs(g, chosen, plans);
+  std::size_t fusions = out.fusions.size();
+  for (const graph_edit& p : plans) fusions += p.fusions.size();
+  out.fusions.reserve(fusions);
+  for (graph_edit& p : plans) p.apply(edits);
+  import_domains(m, chosen, edits);
+  for (graph_edit& p : plans)
+    for (fusion& f : p.fusions) out.fusions.push_back(std::move(f));
 }
 
 // One block, one near miss: a rule whose anchor another rule's deeper attempt already covers
 // (the bare attention inside the merged one) adds nothing.
 inline void drop_covered(std::vector<near_miss>& misses) {
-  std::vector<near_miss> kept;
-  for (const near_miss& x : misses) {
-    const bool covered = std::any_of(misses.begin(), misses.end(), [&](const near_miss& y) {
-      return &x != &y && y.depth > x.depth &&
-             std::find(y.matched.begin(), y.matched.end(), x.anchor) != y.matched.end();
-    });
-    if (!covered) kept.push_back(x);
-  }
-  misses = std::move(kept);
-}
-
-inline void import_domains(onnx::ModelProto& m, const std::vector<candidate*>& chosen) {
-  for (const candidate* c : chosen)
-    for (const std::string& domain : c->edit->domains()) {
-      const auto& imports = m.opset_import();
-      if (std::any_of(imports.begin(), imports.end(),
-                      [&](const auto& o) { return o.domain() == domain; }))
-        continue;
-      auto* opset = m.add_opset_import();
-      opset->set_domain(domain);
-      opset->set_version(1);
+  std::unordered_map<std::string_view, std::size_t> deepest;  // node → deepest attempt over it
+  for (const near_miss& y : misses)
+    for (const std::string& node : y.matched) {
+      auto [it, added] = deepest.emplace(node, y.depth);
+      if (!added) it->second = std::max(it->second, y.depth);
     }
+  std::vector<bool> covered;
+  for (const near_miss& x : misses) {
+    auto it = deepest.find(x.anchor);
+    covered.push_back(it != deepest.end() && it->second > x.depth);
+  }
+  std::vector<near_miss> kept;
+  for (std::size_t i = 0; i < misses.size(); ++i)
+    if (!covered[i]) kept.push_back(std::move(misses[i]));
+  misses = std::move(kept);
 }
 
 }  // namespace detail
 
 // Applies the rules to a fixed point and reports what fused and what nearly did.
 template <rule... Rules>
-report fuse(model& m, const options& opts = {}) {
+report fuse(model& m, const options& opts = {}, survey first_look = nullptr) {
   report out;
   for (std::string_view name : {std::string_view(Rules::name)...})
     if (opts.runs(name)) out.rules.emplace_back(name);
+  detail::journal edits;  // undone unless the whole run succeeds
+  name_pool names(m.proto);
   // Nodes this run wrote: a later pass's near miss that stops at one is about a fusion already
   // made (an output projection reading the fused op), not a block left unfused.
-  std::set<std::string> written;
-  for (int pass = 0; pass < max_passes; ++pass) {
+  std::unordered_set<std::string> written;
+  for (;;) {
     const graph g(m);
-    name_pool names(m.proto);
+    if (out.passes == 0 && first_look != nullptr) first_look(g, out);
     std::vector<detail::candidate> found;
     report attempt;
     detail::collect<Rules...>(g, opts, names, found, attempt);
@@ -341,30 +365,19 @@ report fuse(model& m, const options& opts = {}) {
                   [&](const near_miss& n) { return !opts.explain && written.contains(n.failing); });
     out.near_misses = std::move(attempt.near_misses);
     if (found.empty()) break;
+    if (out.passes == max_passes) {
+      out.fixed_point = false;
+      break;
+    }
     const std::vector<detail::candidate*> chosen = detail::select(found);
     for (const detail::candidate* c : chosen)
       for (const onnx::NodeProto& node : c->edit->nodes())
         written.insert(node.op_type() + " '" + node.name() + "'");  // as graph::describe
-    detail::commit_all(g, chosen, out);
-    detail::import_domains(m.proto, chosen);
+    detail::commit(g, m.proto, chosen, edits, out);
     ++out.passes;
   }
+  edits.keep();
   return out;
-}
-
-// The invariants every rewrite keeps: every input has a producer, no cycles, no name defined
-// twice (the index checks these as it is built), and the ONNX checker passes where libonnx knows
-// the model's opsets.
-inline void check_invariants(const model& m) {
-  const graph g(m);
-  const auto& versions = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
-  if (g.opset("") > versions.at("").second) return;
-  try {
-    onnx::checker::check_model(m.proto);
-  } catch (const std::exception& e) {
-    throw error(std::string("the ONNX checker rejects the model: ") + e.what(),
-                {.file = m.path.string()});
-  }
 }
 
 }  // namespace fusekit::rewrite

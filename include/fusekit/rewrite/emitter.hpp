@@ -1,6 +1,8 @@
 // What a rule's emit step writes: the nodes and initializers that replace a match, and which new
-// value stands for each output of the matched root. Nothing touches the model until the driver
-// commits every replacement of a pass together, so a rule that fails half-way leaves no trace.
+// value stands for each matched value that lives on (the root's outputs; interior values that are
+// graph outputs or read elsewhere, such as a decoder's present key/value). Nothing touches the
+// model until the driver has checked the edit and commits every edit of a pass together, so a rule
+// that fails half-way leaves no trace.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -11,6 +13,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -18,6 +21,7 @@
 
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/model_builder.hpp"
+#include "fusekit/rewrite/names.hpp"
 
 namespace fusekit::rewrite {
 
@@ -35,35 +39,6 @@ struct options {
   bool runs(std::string_view rule) const {
     return rules.empty() || std::find(rules.begin(), rules.end(), rule) != rules.end();
   }
-};
-
-// Fresh, deterministic names: the first "<stem>_<k>" no node or value of the model uses.
-class name_pool {
- public:
-  explicit name_pool(const onnx::ModelProto& m) { collect(m.graph()); }
-
-  std::string fresh(std::string_view stem) {
-    for (std::size_t k = 0;; ++k) {
-      std::string name = std::string(stem) + "_" + std::to_string(k);
-      if (taken_.insert(name).second) return name;
-    }
-  }
-
- private:
-  void collect(const onnx::GraphProto& g) {
-    for (const auto& v : g.input()) taken_.insert(v.name());
-    for (const auto& t : g.initializer()) taken_.insert(t.name());
-    for (const auto& node : g.node()) {
-      taken_.insert(node.name());
-      for (const auto& out : node.output()) taken_.insert(out);
-      for (const auto& a : node.attribute()) {
-        if (a.has_g()) collect(a.g());
-        for (const auto& body : a.graphs()) collect(body);
-      }
-    }
-  }
-
-  std::set<std::string> taken_;
 };
 
 class emitter {
@@ -111,7 +86,9 @@ class emitter {
     return name;
   }
 
-  // `replacement` takes the place of `old`, an output of the matched root.
+  // `replacement` takes the place of `old`, an output of a matched node: every reader that stays,
+  // and the graph output of that name, read it instead. An interior value may be replaced only
+  // when nothing before the root reads it, since the replacement is computed where the root was.
   void replace(value_id old, std::string replacement) {
     replacements_.emplace_back(old, std::move(replacement));
   }
@@ -119,6 +96,37 @@ class emitter {
   void replace_root(std::string replacement) {
     replace(graph_->output(root_, 0), std::move(replacement));
   }
+
+  // Writes each replacement under the name of the value it replaces, so that readers and graph
+  // outputs keep working unchanged: an emitted output takes the old name; an existing value, or an
+  // emitted one standing for a second value, goes through an Identity. The driver calls it once
+  // it has checked the edit.
+  void name_replacements() {
+    std::unordered_map<std::string, std::string> renamed;
+    for (const auto& [old, replacement] : replacements_) {
+      const std::string old_name(graph_->name(old));
+      std::string* output = nullptr;
+      if (!renamed.contains(replacement))
+        for (auto& node : nodes_)
+          for (auto& out : *node.mutable_output())
+            if (out == replacement) output = &out;
+      if (output != nullptr) {
+        renamed.emplace(replacement, old_name);
+        *output = old_name;
+        continue;
+      }
+      onnx::NodeProto& identity = nodes_.emplace_back();
+      identity.set_op_type("Identity");
+      identity.set_name(names_->fresh(stem_ + "/Identity"));
+      identity.add_input(replacement);
+      identity.add_output(old_name);
+    }
+    for (auto& node : nodes_)
+      for (auto& in : *node.mutable_input())
+        if (auto it = renamed.find(in); it != renamed.end()) in = it->second;
+  }
+  std::vector<onnx::NodeProto> take_nodes() { return std::move(nodes_); }
+  std::vector<onnx::TensorProto> take_initializers() { return std::move(initializers_); }
 
   // A parameter of this fusion for the report: scale, heads, layout, casts removed …
   void note(std::string key, nlohmann::json value) { notes_[std::move(key)] = std::move(value); }

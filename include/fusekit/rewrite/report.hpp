@@ -37,6 +37,11 @@ struct report {
   // Blocks the model held fused already (an exporter's own attention op), as "Op 'name'".
   std::vector<std::string> already_fused;
   int passes = 0;
+  // False when the run stopped at max_passes with rules still matching: the model is consistent,
+  // but running the rules again would change it.
+  bool fixed_point = true;
+  // What the caller should know that is no failure (an ONNX checker complaint the input had).
+  std::vector<std::string> notes;
 
   std::map<std::string, int> removed() const { return total(&fusion::removed); }
   std::map<std::string, int> added() const { return total(&fusion::added); }
@@ -44,6 +49,8 @@ struct report {
   nlohmann::json to_json() const {
     nlohmann::json out;
     out["passes"] = passes;
+    out["fixed_point"] = fixed_point;
+    out["notes"] = notes;
     out["removed"] = removed();
     out["added"] = added();
     out["already_fused"] = already_fused;
@@ -95,6 +102,10 @@ struct report {
       out << "already fused: " << node << " (the model's own attention op)\n";
     for (const near_miss& n : near_misses)
       out << "near miss [" << n.rule << "] at " << n.anchor << ": " << n.reason << "\n";
+    if (!fixed_point)
+      out << "no fixed point: stopped after " << passes
+          << " passes with rules still matching; running them again changes the model\n";
+    for (const std::string& note : notes) out << "note: " << note << "\n";
     return out.str();
   }
 

@@ -27,18 +27,25 @@ inline void find_fused_attention(const graph& g, std::vector<std::string>& out) 
   }
 }
 
-inline rewrite::report fuse_all(model& m, const rewrite::options& opts = {}) {
-  std::vector<std::string> already_fused;
-  {
-    const graph g(m);
-    find_fused_attention(g, already_fused);
+// A rule set named once: what fuse() runs and what the command line accepts come from one list.
+template <rewrite::rule... Rules>
+struct rule_list {
+  static constexpr std::array<std::string_view, sizeof...(Rules)> names = {Rules::name...};
+
+  static rewrite::report fuse(model& m, const rewrite::options& opts) {
+    return rewrite::fuse<Rules...>(m, opts, [](const graph& g, rewrite::report& out) {
+      find_fused_attention(g, out.already_fused);
+    });
   }
-  rewrite::report out = rewrite::fuse<dit_attention_merged, dit_attention>(m, opts);
-  out.already_fused = std::move(already_fused);
-  return out;
+};
+
+// The bundled library, in the order the report lists it.
+using bundled = rule_list<dit_attention_merged, dit_attention>;
+
+inline rewrite::report fuse_all(model& m, const rewrite::options& opts = {}) {
+  return bundled::fuse(m, opts);
 }
 
-inline constexpr std::array<std::string_view, 2> names = {dit_attention_merged::name,
-                                                          dit_attention::name};
+inline constexpr auto names = bundled::names;
 
 }  // namespace fusekit::rules

@@ -1,0 +1,172 @@
+// What the driver proves about an emitted edit before it commits it: every output of the root that
+// is still needed has a replacement; replaced values come from matched nodes and nothing before the
+// root reads them; and every emitted node reads only values that exist where it goes — graph
+// inputs, initializers, outer-scope values, outputs of surviving nodes before the root, or values
+// emitted earlier in the same edit. A refusal is one line, and the model stays as it was.
+#pragma once
+
+#include <algorithm>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "fusekit/graph/graph.hpp"
+#include "fusekit/rewrite/emitter.hpp"
+
+namespace fusekit::rewrite::detail {
+
+// One edit as the graph sees it: the matched nodes, the existing values its nodes read, and the
+// matched values it replaces.
+struct footprint {
+  node_id root;
+  std::span<const node_id> nodes;
+  std::span<const value_id> reads;
+  std::span<const value_id> replaced;
+};
+
+// Which matched nodes die: the roots, and every other matched node none of whose outputs is still
+// needed — read by a node that stays or by an emitted node, or a graph output — unless the edit
+// replaces that output. Linear in the edits' size, not the graph's.
+inline std::unordered_set<node_id> dead_nodes(const graph& g, std::span<const footprint> edits) {
+  std::unordered_set<node_id> roots, dead;
+  std::unordered_set<value_id> read, replaced;
+  for (const footprint& e : edits) {
+    roots.insert(e.root);
+    dead.insert(e.nodes.begin(), e.nodes.end());
+    read.insert(e.reads.begin(), e.reads.end());
+    replaced.insert(e.replaced.begin(), e.replaced.end());
+  }
+  auto needed = [&](value_id out) {
+    if (out == no_id || replaced.contains(out)) return false;
+    if (g.is_graph_output(out) || read.contains(out)) return true;
+    const auto uses = g.consumers(out);
+    return std::any_of(uses.begin(), uses.end(),
+                       [&](const use& u) { return !dead.contains(u.node); });
+  };
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = dead.begin(); it != dead.end();) {
+      const auto outs = g.outputs(*it);
+      if (!roots.contains(*it) && std::any_of(outs.begin(), outs.end(), needed)) {
+        it = dead.erase(it);
+        changed = true;
+      } else {
+        ++it;
+      }
+    }
+  }
+  return dead;
+}
+
+// Constant nodes that only dying nodes read, which die with them.
+inline void add_dead_constants(const graph& g, std::span<const footprint> edits,
+                               std::unordered_set<node_id>& dead) {
+  std::unordered_set<value_id> read;
+  for (const footprint& e : edits) read.insert(e.reads.begin(), e.reads.end());
+  // Each Constant is judged once: one shared by every layer has as many readers as layers.
+  std::unordered_set<node_id> constants, judged;
+  for (node_id n : dead)
+    for (value_id in : g.inputs(n)) {
+      const node_id p = g.producer(in);
+      if (p == no_id || dead.contains(p) || g.op_type(p) != "Constant" || !g.domain(p).empty() ||
+          g.is_graph_output(in) || read.contains(in) || !judged.insert(p).second)
+        continue;
+      const auto uses = g.consumers(in);
+      if (std::all_of(uses.begin(), uses.end(),
+                      [&](const use& u) { return dead.contains(u.node); }))
+        constants.insert(p);
+    }
+  dead.insert(constants.begin(), constants.end());
+}
+
+// Checks one emitted edit; fills its footprint's reads and replaced values. Returns why the edit
+// cannot be committed, or "" when it can.
+class edit_check {
+ public:
+  edit_check(const graph& g, node_id root, std::span<const node_id> matched, const emitter& e)
+      : g_(g), root_(root), matched_(matched), edit_(e) {}
+
+  std::string run() {
+    for (value_id out : g_.outputs(root_)) {
+      if (out == no_id || (g_.consumers(out).empty() && !g_.is_graph_output(out))) continue;
+      const auto& r = edit_.replacements();
+      if (std::none_of(r.begin(), r.end(), [&](const auto& p) { return p.first == out; }))
+        return "emit gave no replacement for output '" + std::string(g_.name(out)) +
+               "', nothing changed";
+    }
+    for (const auto& [old, replacement] : edit_.replacements()) {
+      if (std::find(matched_.begin(), matched_.end(), g_.producer(old)) == matched_.end())
+        return "emit replaces '" + std::string(g_.name(old)) +
+               "', which no matched node computes, nothing changed";
+      replaced_.push_back(old);
+    }
+    std::unordered_set<std::string_view> defined;
+    for (const auto& t : edit_.initializers()) defined.insert(t.name());
+    for (const auto& node : edit_.nodes()) {
+      for (const std::string& in : node.input())
+        if (std::string why = available(in, defined); !why.empty()) return why;
+      for (const std::string& out : node.output()) defined.insert(out);
+    }
+    for (const auto& [old, replacement] : edit_.replacements())
+      if (std::string why = available(replacement, defined); !why.empty()) return why;
+    return replaced_interior_values();
+  }
+
+  const std::vector<value_id>& reads() const { return reads_; }
+  const std::vector<value_id>& replaced() const { return replaced_; }
+
+ private:
+  std::string refuse_read(std::string_view name, const std::string& because) const {
+    return "emit reads '" + std::string(name) + "', " + because + ", nothing changed";
+  }
+
+  std::string available(const std::string& name,
+                        const std::unordered_set<std::string_view>& defined) {
+    if (name.empty() || defined.contains(name)) return {};
+    const std::optional<value_id> v = g_.find_value(name);
+    if (!v) return refuse_read(name, "which nothing defines in this graph");
+    if (std::find(replaced_.begin(), replaced_.end(), *v) != replaced_.end())
+      return refuse_read(name, "which the same edit replaces");
+    const node_id p = g_.producer(*v);
+    if (p == root_) return refuse_read(name, "an output of the matched root " + g_.describe(root_));
+    if (p != no_id && g_.topological_position(p) > g_.topological_position(root_))
+      return refuse_read(name, "which " + g_.describe(p) + " computes after the insertion point " +
+                                   g_.describe(root_));
+    reads_.push_back(*v);
+    return {};
+  }
+
+  // A replaced interior value is computed anew where the root was: its producer must go, and
+  // every reader that stays must come after the root.
+  std::string replaced_interior_values() const {
+    if (std::all_of(replaced_.begin(), replaced_.end(),
+                    [&](value_id v) { return g_.producer(v) == root_; }))
+      return {};
+    const footprint self{root_, matched_, reads_, replaced_};
+    const std::unordered_set<node_id> dead = dead_nodes(g_, {&self, 1});
+    for (value_id old : replaced_) {
+      const node_id p = g_.producer(old);
+      if (p == root_) continue;
+      const std::string name(g_.name(old));
+      if (!dead.contains(p))
+        return "emit replaces '" + name + "', but " + g_.describe(p) +
+               " stays for its other outputs, nothing changed";
+      for (const use& u : g_.consumers(old))
+        if (!dead.contains(u.node) &&
+            g_.topological_position(u.node) < g_.topological_position(root_))
+          return "emit replaces '" + name + "', which " + g_.describe(u.node) +
+                 " reads before the insertion point " + g_.describe(root_) + ", nothing changed";
+    }
+    return {};
+  }
+
+  const graph& g_;
+  node_id root_;
+  std::span<const node_id> matched_;
+  const emitter& edit_;
+  std::vector<value_id> reads_, replaced_;
+};
+
+}  // namespace fusekit::rewrite::detail
