@@ -1,19 +1,26 @@
-// DiT attention, as F5-TTS and other diffusion transformers export it.
+// Scaled dot-product attention as torch's exporters write it, for diffusion transformers (F5-TTS,
+// SD3, Flux) and decoders (GPT-2, LLaMA, Qwen2) alike.
 //
-//   before                                       after, target ort
-//   q ──────────────────┐                        q ─ Transpose(0,2,1,3) ─ Reshape(B,S,D) ─┐
-//   [Transpose] kᵀ ── MatMul                     k (BNSH) ─────────────────────────────────┤
-//                       │ [Cast → f32]           v (BNSH) ─────────────────────────────────┤
-//                     Mul | Div (scalar)                          com.microsoft.MultiHeadAttention
-//                     Softmax (last axis)                          (num_heads, scale) → (B,S,D)
-//                       │ [Cast → f16]
-//   v ────────────── MatMul                      after, target onnx (opset ≥ 23)
-//                     [Transpose(0,2,1,3)        Attention(q, k, v; scale, softmax_precision)
-//                      → Reshape(B,S,D)]         on BNSH tensors as they are
+//   before                                          after, target ort
+//   q ─────────────── [× √s] ┐                      q ─ Transpose(0,2,1,3) ─ Reshape(B,S,D) ─┐
+//   [repeat_kv] kᵀ ── [× √s] MatMul                 k (BNSH, heads repeated) ─────────────────┤
+//                              │ [Cast → f32]       v (BNSH, heads repeated) ─────────────────┤
+//                            [Mul | Div (scalar)]   bias: mask [+ Where(keep, 0, fill)] ──────┤
+//                            [Where(keep, ·, fill)]                com.microsoft.MultiHeadAttention
+//                            [+ mask]                                (num_heads, scale) → (B,S,D)
+//                            Softmax (last axis)
+//                            [Where(IsNaN(p), 0, p)]  after, target onnx (opset ≥ 23)
+//                              │ [Cast]             Attention(q, k, v, bias; scale) on BNSH
+//                              tensors,
+//   [repeat_kv] v ────────── MatMul                 k and v with their own (grouped) heads
+//                            [Transpose(0,2,1,3)
+//                             → Reshape(B,S,D)]     NaN guard: output rows the bias hides entirely
+//                                                   are zeroed, as the guard zeroes them
 //
 // Two rules share the pattern: dit-attention-merged also absorbs the trailing head merge
 // (Transpose + Reshape to (B,S,D)), which MultiHeadAttention's 3-D output makes free; it runs
-// first, and dit-attention takes the blocks without one.
+// first, and dit-attention takes the blocks without one. What the fused ops accept is their
+// contract's, in fused_ops.hpp.
 #pragma once
 
 #include <cmath>
@@ -214,6 +221,8 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
   using rewrite::verdict;
   const value_id q = get<"q">(m);
   const dtype t = g.type(q);
+  const fused::attention_call c = call_of(g, m);
+  if (auto refused = fused::admits(g, c, opts); !refused) return refused;
   const node_id up = get<"up">(m);
   node_id down = get<"down">(m);
   // A Cast after Softmax to the type it already has (eager decoders) changes nothing.
@@ -237,8 +246,6 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
                        pattern::number_text(*f.real_scalar(get<"q_factor">(m))) + ") and kᵀ (" +
                        pattern::number_text(*f.real_scalar(get<"k_factor">(m))) +
                        ") differ; torch's decomposition scales both by one √scale");
-  const fused::attention_call c = call_of(g, m);
-  if (auto refused = fused::admits(g, c, opts); !refused) return refused;
   if (has<"select">(m) && !fill_absorbs_scores(get<"fill">(m), t))
     return verdict::no("the select fills masked scores with " +
                        pattern::number_text(get<"fill">(m)) + ", neither −inf nor " +

@@ -111,12 +111,6 @@ inline verdict admits_shapes(const facts& f, const attention_call& c, target to)
                          " are not proven equal, nor (target onnx) a proven multiple of the "
                          "key/value heads");
   }
-  if (f.same_dim(q, 3, kt, 2) != truth::yes)
-    return verdict::no("the head size of q " + f.shape_text(q) + " is not proven equal to kᵀ's " +
-                       f.shape_text(kt));
-  if (f.same_dim(kt, 3, v, 2) != truth::yes)
-    return verdict::no("the key length of kᵀ " + f.shape_text(kt) + " is not proven equal to v's " +
-                       f.shape_text(v));
   if (to == target::ort && f.same_dim(q, 3, v, 3) != truth::yes)
     return verdict::no("the head size of v " + f.shape_text(v) + " is not proven equal to q's " +
                        f.shape_text(q) + "; MultiHeadAttention needs one head size");
