@@ -325,7 +325,8 @@ struct prescaled_block {
   bool detour = false;           // kᵀ as Reshape → Transpose(0,2,1) → Reshape (dynamo)
   bool detour_regroups = false;  // …whose first Reshape regroups S and H instead of keeping them
   double k_factor = 0.5;         // 16^-¼ on both sides is the default scale
-  bool select_mask = false;      // Where(keep, scores, -inf) instead of an additive mask
+  bool select_mask = false;      // Where(keep, scores, fill) instead of an additive mask
+  double select_fill = -std::numeric_limits<double>::infinity();
   bool additive_mask = false;    // Add(scores, mask [1, 1, 6, 6]) and Where(IsNaN(p), 0, p)
 
   model build() const {
@@ -360,7 +361,7 @@ struct prescaled_block {
     if (select_mask)
       scores = b.op("Where",
                     {b.input("keep", dtype::boolean, {1, 1, 6, 6}), scores,
-                     b.scalar(dtype::float32, -std::numeric_limits<double>::infinity())},
+                     b.scalar(dtype::float32, select_fill)},
                     {}, {.name = "select"});
     if (additive_mask)
       scores = b.op("Add", {scores, b.input("mask", dtype::float32, {1, 1, 6, 6})});
@@ -389,12 +390,20 @@ TEST(DitPrescaled, AnAdditiveMaskAndTheNanGuardFuseIntoTheAttentionBias) {
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["mask"], "attention bias");
-  EXPECT_EQ(report.fusions[0].params["nan_guard"], true);
+  EXPECT_EQ(report.fusions[0].params["nan_guard"], "rows the bias hides entirely give 0");
   for (const auto& n : m.proto.graph().node())
     if (n.op_type() == "MultiHeadAttention") {
       ASSERT_EQ(n.input_size(), 6);
       EXPECT_EQ(n.input(5), "mask");  // input 5: attention_bias
     }
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(DitPrescaled, ASelectWithMinusInfinityBecomesTheAttentionBias) {
+  model m = prescaled_block{.select_mask = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["mask"], "select, as attention bias");
   fusekit::rewrite::check_invariants(m);
 }
 
@@ -417,10 +426,10 @@ TEST(DitPrescaled, NearMisses) {
   EXPECT_EQ(near_miss_of(prescaled_block{.k_factor = 0.25}.build()),
             "MatMul 'context': the scale factors on q (0.5) and kᵀ (0.25) differ; torch's "
             "decomposition scales both by one √scale");
-  // A mask that selects instead of adding: no fused op takes a select, so it is no mask.
-  EXPECT_EQ(near_miss_of(prescaled_block{.select_mask = true}.build()),
-            "MatMul 'context': input 0 of Softmax 'softmax', input 0 of MatMul 'context': "
-            "expected Add, found Where 'select'");
+  // A select whose fill is no −inf: added as a bias, −10000 would not hide what it hid.
+  EXPECT_EQ(near_miss_of(prescaled_block{.select_mask = true, .select_fill = -1e4}.build()),
+            "MatMul 'context': the select fills masked scores with -10000, neither −inf nor at "
+            "most half the lowest float32; added as a bias it would not give the same softmax");
 }
 
 TEST(DitPrescaled, ADetourThatIsNoTransposeIsReadAsTheKeyItMakes) {

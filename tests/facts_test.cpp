@@ -151,6 +151,22 @@ TEST(Facts, Float16ScaleChainsRoundAsFloat16Does) {
   EXPECT_EQ(*v, half(std::sqrt(half(1.0 / std::sqrt(48.0)))));
 }
 
+// GPT-2's TorchScript divisor: ConstantOfShape([]) (a float32 zero, no value given) + Pow(8, ½),
+// with no types declared: ConstantOfShape's type comes from its value attribute's default.
+TEST(Facts, TorchScriptsConstantOfShapeDivisorFoldsToTheRootOfTheHeadSize) {
+  model_builder b(17);
+  auto zero = b.op("ConstantOfShape", {b.initializer(dtype::int64, {0}, {})});
+  auto root = b.op("Pow", {b.scalar(dtype::float32, 8.0), b.scalar(dtype::float32, 0.5)});
+  auto divisor = b.op("Add", {zero, root});
+  b.output(divisor);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(g.type(id(g, zero)), dtype::float32);
+  const auto v = facts_of(g).real_scalar(id(g, divisor));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(*v, double(std::sqrt(8.0f)));
+}
+
 TEST(Facts, AScaleFromAnUnknownHeadSizeIsUnknown) {
   model_builder b(17);
   auto q = b.input("q", dtype::float32, {2, 4, "S", "D"});

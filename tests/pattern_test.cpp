@@ -241,6 +241,26 @@ TEST(AnyOf, CapturesOfTheUntakenBranchAreUnbound) {
   EXPECT_FALSE(match(any_of(op<"Relu">(any()), op<"Sqrt">(any())), m.g, m.node(neg)));
 }
 
+TEST(AnyOf, AnAlternativeThatFailedWhereALaterOneMatchedExplainsNothing) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto neg = b.op("Neg", {b.op("Sqrt", {x})});
+  auto add = b.op("Add", {neg, b.scalar(dtype::float32, 2.0)});
+  b.output(add);
+  indexed m(b);
+  // Sqrt's input is no Exp, so branch 0 fails three nodes deep, but branch 1 takes Sqrt as it is;
+  // the match then fails at the constant, and that is the reason, shallower as it is.
+  constexpr auto p = op<"Add">(op<"Neg">(any_of(op<"Sqrt">(op<"Exp">(any())), capture<"y">)),
+                               constant_scalar<"one">.value(1.0));
+  EXPECT_EQ(why(p, m, add), "input 1 of Add 'Add_3': constant scalar 'one' is 2, expected 1");
+  // With no alternative matching there, the deepest failure stays the reason.
+  constexpr auto q =
+      op<"Add">(op<"Neg">(any_of(op<"Sqrt">(op<"Exp">(any())), op<"Relu">(any()))), any());
+  EXPECT_EQ(why(q, m, add),
+            "input 0 of Sqrt 'Sqrt_0', input 0 of Neg 'Neg_1', input 0 of Add 'Add_3': expected "
+            "Exp, found graph input 'x'");
+}
+
 TEST(Commutative, TriesBothOrders) {
   model_builder b;
   auto x = b.input("x", dtype::float32, {4});

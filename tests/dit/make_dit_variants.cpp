@@ -440,7 +440,7 @@ void write_variants(const std::filesystem::path& dir) {
             .source = scale_source::overridable},
            "can be overridden at run time");
   w.misses({.name = "scale_zero", .about = "scale 0", .scale = 0.0},
-           "is not a positive finite number");
+           "is not a positive finite float32 number");
   w.misses({.name = "cast_f64",
             .about = "float16 with the casts through float64",
             .type = f16,

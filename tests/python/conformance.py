@@ -114,6 +114,21 @@ def random_feed(fixture: dict, seed: int) -> dict[str, np.ndarray]:
     return feed
 
 
+def padded_feeds(fixture: dict, seed: int) -> list[dict[str, np.ndarray]]:
+    """For a fixture with an attention_mask input, random feeds whose mask hides keys: the first
+    row left-padded (its leading queries then see no key at all in a causal prefill: fully
+    masked rows), and the last row's mask all zeros (every row of it fully masked)."""
+    if not any(spec["name"] == "attention_mask" for spec in fixture["inputs"]):
+        return []
+    feed = random_feed(fixture, seed)
+    mask = feed["attention_mask"]
+    if mask.shape[0] < 2:
+        raise ValueError(f"{fixture['file']}: padded feeds need a batch of at least 2")
+    mask[0, : mask.shape[1] // 2] = 0
+    mask[-1, :] = 0
+    return [feed]
+
+
 def _float32_tensor(t: onnx.TensorProto) -> None:
     if t.data_type == onnx.TensorProto.FLOAT16:
         t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
@@ -172,14 +187,16 @@ def compare(fixture: dict, fused_path: pathlib.Path, seeds=(0, 1)) -> None:
         else None
     names = [o.name for o in original.get_outputs()]
     assert names == [o.name for o in fused.get_outputs()], "the fused model's outputs differ"
-    for seed in seeds:
-        feed = random_feed(fixture, seed)
+    feeds = [(str(seed), random_feed(fixture, seed)) for seed in seeds]
+    feeds += [(f"padded {seed}", feed) for seed in seeds for feed in padded_feeds(fixture, seed)]
+    for seed, feed in feeds:
         expected, got = original.run(None, feed), fused.run(None, feed)
         reference = twin.run(None, {k: (v.astype(np.float32) if v.dtype == np.float16 else v)
                                     for k, v in feed.items()}) if twin else expected
         for name, x, y, ref in zip(names, expected, got, reference):
             where = f"{fixture['file']} output {name} (seed {seed})"
             assert y.shape == x.shape and y.dtype == x.dtype, f"{where}: shape or dtype"
+            assert np.array_equal(np.isnan(x), np.isnan(y)), f"{where}: NaNs differ"
             assert np.array_equal(np.isfinite(x), np.isfinite(y)), f"{where}: non-finite values"
             if not np.issubdtype(x.dtype, np.floating):
                 assert np.array_equal(x, y), where

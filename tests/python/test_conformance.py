@@ -4,7 +4,8 @@ express it, fused with the fusekit CLI (FUSEKIT_CLI):
 
 * the original holds the attention blocks the manifest says;
 * ONNX Runtime loads the result and it matches the original on random inputs (float16 measured
-  against a float32 twin), whether or not everything fused;
+  against a float32 twin), whether or not everything fused; where the model takes an
+  attention_mask, also with padded and fully masked rows (NaN where the original has NaN);
 * fusing the result again changes nothing;
 * every block is fused. A fixture whose blocks do not all fuse yet is a strict expected failure
   below, and the report must give the reason written there: the day a rule fuses the blocks, the
@@ -23,11 +24,7 @@ if not CLI or not os.access(CLI, os.X_OK):
 
 # (fixture pattern, target pattern) → the reason the report gives for the blocks left unfused.
 # Each names what a rule does not yet accept; the rule issues remove the entries.
-NOT_FUSED_YET = {
-    # GPT-2 eager selects with Where(causal, scores, finfo.min) before adding the padding mask:
-    # a select is no additive mask, and no rule takes it yet.
-    ("gpt2_eager*", "ort"): "expected Mul, found Where",
-}
+NOT_FUSED_YET: dict[tuple[str, str], str] = {}
 
 
 class NotAllFused(Exception):

@@ -578,6 +578,11 @@ class graph {
         return static_cast<dtype>(attribute_int(n, "to").value_or(0));
       case type_rule::cast_like:
         return typed_input(n, 1);
+      case type_rule::value_attribute: {
+        const onnx::AttributeProto* value = attribute(n, "value").attribute;
+        return value != nullptr && value->has_t() ? static_cast<dtype>(value->t().data_type())
+                                                  : dtype::float32;
+      }
       case type_rule::unknown:
         return dtype::undefined;
     }

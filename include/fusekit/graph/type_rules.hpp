@@ -20,6 +20,7 @@ enum class type_rule : std::uint8_t {
   int64,                // Shape, Size, NonZero, ArgMax, ArgMin
   cast_to,              // Cast: the `to` attribute
   cast_like,            // CastLike: input 1's type
+  value_attribute,      // ConstantOfShape: its `value` tensor's type, float32 when absent
 };
 
 namespace detail {
@@ -157,6 +158,7 @@ constexpr std::array<type_rule, known_op_count> make_type_rules() {
   rules[*find_known_op("", "Where")] = type_rule::same_as_input1;
   rules[*find_known_op("", "Cast")] = type_rule::cast_to;
   rules[*find_known_op("", "CastLike")] = type_rule::cast_like;
+  rules[*find_known_op("", "ConstantOfShape")] = type_rule::value_attribute;
   return rules;
 }
 

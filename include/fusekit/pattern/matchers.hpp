@@ -979,22 +979,29 @@ struct any_of_t {
 
   template <class C>
   bool match(C& c, const site* where, value_id v, continuation rest) const {
-    return try_each<0>(alts, c, rest,
+    bool reached = false;
+    return try_each<0>(alts, c, rest, reached,
                        [&](const auto& alt, auto&& next) { return alt.match(c, where, v, next); });
   }
   template <class C>
   bool match_root(C& c, node_id n, continuation rest) const {
-    return try_each<0>(alts, c, rest,
+    bool reached = false;
+    return try_each<0>(alts, c, rest, reached,
                        [&](const auto& alt, auto&& next) { return alt.match_root(c, n, next); });
   }
 
  private:
+  // `reached`: whether some alternative matched here and handed on to the rest of the pattern.
+  // An alternative that failed here while a later one matched here explains nothing: when the
+  // whole match fails, its failure (k through repeat_kv, where k is a plain input) is dropped.
   template <std::size_t I, class P, class C, class Try>
-  bool try_each(const P& p, C& c, continuation rest, Try&& attempt) const {
+  bool try_each(const P& p, C& c, continuation rest, bool& reached, Try&& attempt) const {
     if constexpr (std::is_same_v<P, pack<>>) {
       return false;
     } else {
+      bool here = false;
       auto next = [&] {
+        here = reached = true;
         if constexpr (binds) {
           constexpr std::size_t i = index_of<typename C::captures>(BindName.view());
           return c.template bind<i>(slot{.id = std::uint32_t(I)}, rest);
@@ -1002,7 +1009,19 @@ struct any_of_t {
           return rest();
         }
       };
-      return attempt(p.head, next) || try_each<I + 1>(p.tail, c, rest, attempt);
+      if (c.sink == nullptr)
+        return attempt(p.head, next) || try_each<I + 1>(p.tail, c, rest, reached, attempt);
+      const explanation before = *c.sink;
+      if (attempt(p.head, next)) return true;
+      if (here) return try_each<I + 1>(p.tail, c, rest, reached, attempt);
+      const explanation own = std::exchange(*c.sink, before);
+      bool later = false;
+      if (try_each<I + 1>(p.tail, c, rest, later, attempt)) return true;
+      reached = reached || later;
+      // Ties go to the failure found first, as record_failure keeps them.
+      if (!later && own.failed && (!c.sink->failed || own.progress >= c.sink->progress))
+        *c.sink = own;
+      return false;
     }
   }
 };

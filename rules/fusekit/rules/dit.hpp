@@ -1,24 +1,35 @@
-// DiT attention, as F5-TTS and other diffusion transformers export it.
+// Scaled dot-product attention as torch's exporters write it, for diffusion transformers (F5-TTS,
+// SD3, Flux) and decoders (GPT-2, LLaMA, Qwen2) alike.
 //
-//   before                                       after, target ort
-//   q ──────────────────┐                        q ─ Transpose(0,2,1,3) ─ Reshape(B,S,D) ─┐
-//   [Transpose] kᵀ ── MatMul                     k (BNSH) ─────────────────────────────────┤
-//                       │ [Cast → f32]           v (BNSH) ─────────────────────────────────┤
-//                     Mul | Div (scalar)                          com.microsoft.MultiHeadAttention
-//                     Softmax (last axis)                          (num_heads, scale) → (B,S,D)
-//                       │ [Cast → f16]
-//   v ────────────── MatMul                      after, target onnx (opset ≥ 23)
-//                     [Transpose(0,2,1,3)        Attention(q, k, v; scale, softmax_precision)
-//                      → Reshape(B,S,D)]         on BNSH tensors as they are
+//   before                                          after, target ort
+//   q ─────────────── [× √s] ┐                      q ─ Transpose(0,2,1,3) ─ Reshape(B,S,D) ─┐
+//   [repeat_kv] kᵀ ── [× √s] MatMul                 k (BNSH, heads repeated) ─────────────────┤
+//                              │ [Cast → f32]       v (BNSH, heads repeated) ─────────────────┤
+//                            [Mul | Div (scalar)]   bias: mask [+ Where(keep, 0, fill)] ──────┤
+//                            [Where(keep, ·, fill)]                com.microsoft.MultiHeadAttention
+//                            [+ mask]                                (num_heads, scale) → (B,S,D)
+//                            Softmax (last axis)
+//                            [Where(IsNaN(p), 0, p)]  after, target onnx (opset ≥ 23)
+//                              │ [Cast]             Attention(q, k, v, bias; scale) on BNSH
+//                              tensors,
+//   [repeat_kv] v ────────── MatMul                 k and v with their own (grouped) heads
+//                            [Transpose(0,2,1,3)
+//                             → Reshape(B,S,D)]     NaN guard: output rows the bias hides entirely
+//                                                   are zeroed, as the guard zeroes them
 //
 // Two rules share the pattern: dit-attention-merged also absorbs the trailing head merge
 // (Transpose + Reshape to (B,S,D)), which MultiHeadAttention's 3-D output makes free; it runs
-// first, and dit-attention takes the blocks without one.
+// first, and dit-attention takes the blocks without one. What the fused ops accept is their
+// contract's, in fused_ops.hpp.
 #pragma once
 
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
+#include "fused_ops.hpp"
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/pattern/pattern.hpp"
 #include "fusekit/rewrite/rule.hpp"
@@ -55,8 +66,34 @@ inline constexpr auto k_detour =
     op<"Reshape">(
         op<"Transpose">(op<"Reshape">(capture<"k_flat">, any())).attr<"perm">(ints(0, 2, 1)), any())
         .where("k's last two dims transposed", detour_is_a_transpose);
+// transformers' repeat_kv: Unsqueeze(2) → Expand(B, Nkv, r, L, H) → Reshape(B, Nkv·r, L, H), every
+// key/value head repeated r times in a row. Attention-23 does that itself for grouped heads and
+// reads the grouped tensor; MultiHeadAttention reads the repeated one.
+inline bool repeats_heads_in_a_row(const graph& g, node_id reshape) {
+  const facts& f = facts_of(g);
+  const node_id expand = g.producer(g.input(reshape, 0));
+  const node_id unsqueeze = expand == no_id ? no_id : g.producer(g.input(expand, 0));
+  if (unsqueeze == no_id) return false;
+  const value_id x = g.input(unsqueeze, 0), u = g.output(unsqueeze, 0), e = g.output(expand, 0),
+                 y = g.output(reshape, 0);
+  if (f.rank(x) != 4u || f.rank(u) != 5u || f.rank(e) != 5u || f.rank(y) != 4u) return false;
+  auto same = [&](value_id a, int i, value_id b, int j) {
+    return f.same_dim(a, i, b, j) == truth::yes;
+  };
+  const sym* repeats = f.dim_of(e, 2);
+  return f.dim_of(u, 2)->is_constant(1) && same(u, 0, x, 0) && same(u, 1, x, 1) &&
+         same(u, 3, x, 2) && same(u, 4, x, 3) && same(e, 0, x, 0) && same(e, 1, x, 1) &&
+         same(e, 3, x, 2) && same(e, 4, x, 3) && same(y, 0, x, 0) && same(y, 2, x, 2) &&
+         same(y, 3, x, 3) && equal(*f.dim_of(y, 1), *f.dim_of(x, 1) * *repeats) == truth::yes;
+}
+template <fixed_string Grouped>
+inline constexpr auto repeated =
+    op<"Reshape">(op<"Expand">(op<"Unsqueeze">(capture<Grouped>, maybe(any())), any()), any())
+        .where("each key/value head repeated in a row", repeats_heads_in_a_row);
+
 inline constexpr auto k_transposed = any_of(
-    op<"Transpose">(capture<"k_bnsh">).attr<"perm">(ints(0, 1, 3, 2)),
+    op<"Transpose">(any_of(capture<"k_bnsh">(repeated<"k_grouped">), capture<"k_bnsh">))
+        .attr<"perm">(ints(0, 1, 3, 2)),
     op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour, capture<"kt">);
 
 // A scale factor the facts fold to one number: a constant, or computed from q's shape at run
@@ -68,20 +105,31 @@ inline constexpr auto folded_scalar = [](const graph& g, value_id v) {
 // Post-scaled, as hand-written F5-TTS exporters write it: MatMul(q, kᵀ) → [Cast] → Mul|Div.
 inline constexpr auto scores = op<"MatMul">(capture<"q">, k_transposed).bind<"scores">();
 inline constexpr auto widened = optional<"Cast">(scores).bind<"up">();
-inline constexpr auto post_scaled =
-    any_of(commutative(op<"Mul">(widened, constant_scalar<"scale">)),
-           op<"Div">(widened, constant_scalar<"divisor">));
+// The scale is a constant, or folded by the facts (GPT-2's TorchScript export divides by
+// ConstantOfShape([]) + Pow(8, 0.5)).
+inline constexpr auto post_scaled = any_of(
+    commutative(op<"Mul">(widened, constant_scalar<"scale">)),
+    op<"Div">(widened, constant_scalar<"divisor">),
+    commutative(op<"Mul">(widened, capture<"scale_folded">.where("a scalar", folded_scalar))),
+    op<"Div">(widened, capture<"divisor_folded">.where("a scalar", folded_scalar)));
 // Pre-scaled, torch's SDPA decomposition: MatMul(q·√s, kᵀ·√s).
 inline constexpr auto pre_scaled =
     op<"MatMul">(
         commutative(op<"Mul">(capture<"q">, capture<"q_factor">.where("a scalar", folded_scalar))),
         commutative(op<"Mul">(k_transposed, capture<"k_factor">.where("a scalar", folded_scalar))))
         .bind<"scores">();
-// An additive mask on the scaled scores, as exporters build it (Where(bool, 0, −inf|finfo.min))
-// or as a model input: the fused ops' attention bias, when its shape is one they take.
+// The masks exporters write: an additive one on the scaled scores (Where(bool, 0, −inf|finfo.min)
+// or a model input), a select as GPT-2's eager attention writes it (Where(causal, scores,
+// finfo.min), then maybe the padding mask added), each the fused ops' attention bias when its
+// shape is one they take.
 inline constexpr auto logits = any_of(post_scaled, pre_scaled);
-inline constexpr auto masked = any_of(commutative(op<"Add">(logits, capture<"mask">)), logits);
-inline constexpr auto softmax = op<"Softmax">(masked).attr<"axis">(last_axis);
+inline constexpr auto selected = any_of(
+    op<"Where">(capture<"keep">, transparent(logits), constant_scalar<"fill">).bind<"select">(),
+    op<"Where">(capture<"hide">, constant_scalar<"fill">, transparent(logits)).bind<"select">());
+inline constexpr auto masked =
+    any_of(commutative(op<"Add">(selected, capture<"mask">)),
+           commutative(op<"Add">(logits, capture<"mask">)), selected, logits);
+inline constexpr auto softmax = op<"Softmax">(masked).attr<"axis">(last_axis).bind<"softmax">();
 // torch's SDPA decomposition zeroes the rows a mask hides entirely: Where(IsNaN(p), 0, p).
 inline constexpr auto guarded =
     any_of(op<"Where">(op<"IsNaN">(capture<"p">(softmax)), constant_scalar<"nan_fill">.value(0.0),
@@ -89,7 +137,8 @@ inline constexpr auto guarded =
            softmax);
 // Eager decoders cast after Softmax to the type it already has, sometimes twice: no-ops skipped.
 inline constexpr auto probs = optional<"Cast">(transparent(guarded)).bind<"down">();
-inline constexpr auto core = op<"MatMul">(probs, capture<"v">);
+inline constexpr auto core =
+    op<"MatMul">(probs, any_of(capture<"v">(repeated<"v_grouped">), capture<"v">));
 inline constexpr auto merged =
     op<"Reshape">(op<"Transpose">(core).attr<"perm">(ints(0, 2, 1, 3)), any());
 
@@ -100,6 +149,8 @@ double scale_of(const graph& g, const M& m) {
   if (has<"scale">(m)) return get<"scale">(m);
   if (has<"divisor">(m)) return 1.0 / get<"divisor">(m);
   const facts& f = facts_of(g);
+  if (has<"scale_folded">(m)) return *f.real_scalar(get<"scale_folded">(m));
+  if (has<"divisor_folded">(m)) return 1.0 / *f.real_scalar(get<"divisor_folded">(m));
   return *f.real_scalar(get<"q_factor">(m)) * *f.real_scalar(get<"k_factor">(m));
 }
 
@@ -125,16 +176,53 @@ inline bool softmax_upstream(const graph& g, node_id n) {
   return false;
 }
 
-// The checks across captures that a pattern cannot express.
+// A select's fill added to the scores instead gives the same softmax where the sum is the fill
+// again: −inf in any type; in float32 or bfloat16, a fill at most half the lowest float32 (torch's
+// finfo.min) absorbs any score below 2^100 in magnitude. float16's finfo.min absorbs only scores
+// below 16, so there only −inf is taken.
+inline bool fill_absorbs_scores(double fill, dtype t) {
+  if (fill == -std::numeric_limits<double>::infinity()) return true;
+  return (t == dtype::float32 || t == dtype::bfloat16) &&
+         fill <= 0.5 * double(std::numeric_limits<float>::lowest());
+}
+
+// What the block adds to the scaled scores, as the fused ops' bias: the mask, the select turned
+// additive (Where(keep, 0, fill)), or their sum.
+template <class M>
+fused::attention_call call_of(const graph& g, const M& m) {
+  const facts& f = facts_of(g);
+  fused::attention_call c{
+      .q = get<"q">(m), .kt = key_transposed(g, m), .v = get<"v">(m), .scale = scale_of(g, m)};
+  std::vector<value_id> parts;
+  if (has<"select">(m)) {
+    const node_id select = get<"select">(m);
+    parts = {g.input(select, 0), g.input(select, has<"keep">(m) ? 2 : 1)};
+  }
+  if (has<"mask">(m)) parts.push_back(get<"mask">(m));
+  if (parts.empty()) return c;
+  c.has_bias = true;
+  c.bias_type = has<"mask">(m) ? g.type(get<"mask">(m)) : g.type(c.q);
+  std::optional<std::vector<sym>> dims{std::vector<sym>{}};
+  for (value_id part : parts) {
+    if (f.rank(part) && dims)
+      dims = fused::broadcast(*dims, f.shape(part).dims);
+    else
+      dims.reset();
+    c.bias_text += (c.bias_text.empty() ? "" : " + ") + f.shape_text(part);
+  }
+  c.bias_dims = std::move(dims);
+  return c;
+}
+
+// The checks across captures that a pattern cannot express; what the fused op itself needs is
+// its contract's (fused::admits).
 template <class M>
 rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts) {
   using rewrite::verdict;
-  const value_id q = get<"q">(m), v = get<"v">(m);
+  const value_id q = get<"q">(m);
   const dtype t = g.type(q);
-  if (!is_float(t)) return verdict::no("q has dtype " + std::string(dtype_name(t)));
-  if (g.type(v) != t)
-    return verdict::no("q is " + std::string(dtype_name(t)) + " but v is " +
-                       std::string(dtype_name(g.type(v))) + "; the fused op needs one dtype");
+  const fused::attention_call c = call_of(g, m);
+  if (auto refused = fused::admits(g, c, opts); !refused) return refused;
   const node_id up = get<"up">(m);
   node_id down = get<"down">(m);
   // A Cast after Softmax to the type it already has (eager decoders) changes nothing.
@@ -151,7 +239,6 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
       return verdict::no("the casts around Softmax are not a " + std::string(dtype_name(t)) +
                          " → float32 → " + std::string(dtype_name(t)) + " round trip");
   }
-  const value_id kt = key_transposed(g, m);
   const facts& f = facts_of(g);
   if (has<"q_factor">(m) && get<"q_factor">(m) != get<"k_factor">(m) &&
       *f.real_scalar(get<"q_factor">(m)) != *f.real_scalar(get<"k_factor">(m)))
@@ -159,61 +246,21 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
                        pattern::number_text(*f.real_scalar(get<"q_factor">(m))) + ") and kᵀ (" +
                        pattern::number_text(*f.real_scalar(get<"k_factor">(m))) +
                        ") differ; torch's decomposition scales both by one √scale");
-  if (f.rank(q) != 4u || f.rank(kt) != 4u || f.rank(v) != 4u)
-    return verdict::no("q, kᵀ and v are not proven 4-D [batch, heads, sequence, head size]: q " +
-                       f.shape_text(q) + ", kᵀ " + f.shape_text(kt) + ", v " + f.shape_text(v));
-  // The MatMuls broadcast batch and heads; the fused ops take them equal, so equal is proven.
-  for (const auto& [other, label] : {std::pair{kt, "kᵀ"}, std::pair{v, "v"}})
-    if (f.same_dim(q, 0, other, 0) != truth::yes)
-      return verdict::no(std::string("the batch of q and ") + label + " is not proven equal (" +
-                         f.shape_text(q) + " against " + f.shape_text(other) +
-                         "): the MatMul broadcasts, the fused op does not");
-  const bool same_heads =
-      f.same_dim(q, 1, kt, 1) == truth::yes && f.same_dim(q, 1, v, 1) == truth::yes;
-  if (!same_heads) {
-    const auto q_heads = f.dim_of(q, 1)->constant(), kv_heads = f.dim_of(kt, 1)->constant();
-    // Attention-23 takes grouped key/value heads: q's heads a multiple of k's and v's.
-    const bool grouped = opts.fused_target == rewrite::options::target::onnx &&
-                         f.same_dim(kt, 1, v, 1) == truth::yes && q_heads && kv_heads &&
-                         *kv_heads > 0 && *q_heads % *kv_heads == 0;
-    if (!grouped)
-      return verdict::no("the heads of q " + f.shape_text(q) + " and of kᵀ " + f.shape_text(kt) +
-                         " and v " + f.shape_text(v) +
-                         " are not proven equal, nor (target onnx) a proven multiple of the "
-                         "key/value heads");
-  }
-  if (opts.fused_target == rewrite::options::target::ort && f.same_dim(q, 3, v, 3) != truth::yes)
-    return verdict::no("the head size of v " + f.shape_text(v) + " is not proven equal to q's " +
-                       f.shape_text(q) + "; MultiHeadAttention needs one head size");
-  const auto model_heads = f.dim_of(q, 1)->constant();
-  if (!model_heads && opts.num_heads == 0)
-    return verdict::no("the head count of q " + f.shape_text(q) +
-                       " is not a number the model proves; give it with --num-heads");
-  if (model_heads && opts.num_heads > 0 && *model_heads != opts.num_heads)
-    return verdict::no("--num-heads " + std::to_string(opts.num_heads) + " contradicts the " +
-                       std::to_string(*model_heads) + " heads of the model");
-  if (has<"mask">(m)) {
-    const value_id mask = get<"mask">(m);
-    const sym* d = f.rank(mask) == 4u ? f.dim_of(mask, 0) : nullptr;
-    auto one_or = [&](int i, value_id x, int j) {
-      return f.dim_of(mask, i)->is_constant(1) || f.same_dim(mask, i, x, j) == truth::yes;
-    };
-    if (d == nullptr || !one_or(0, q, 0) || !one_or(1, q, 1) ||
-        f.same_dim(mask, 2, q, 2) != truth::yes || f.same_dim(mask, 3, v, 2) != truth::yes)
-      return verdict::no("the mask " + f.shape_text(mask) +
-                         " is not proven to be (batch or 1, heads or 1, sequence, key length) "
-                         "for q " +
-                         f.shape_text(q) + " and v " + f.shape_text(v));
-    if (g.type(mask) != t)
-      return verdict::no("the mask is " + std::string(dtype_name(g.type(mask))) + " but q is " +
-                         std::string(dtype_name(t)) + "; the fused op adds it in q's type");
-  }
-  const double scale = scale_of(g, m);
-  if (!std::isfinite(scale) || scale <= 0)
-    return verdict::no("the scale " + std::to_string(scale) + " is not a positive finite number");
-  if (opts.fused_target == rewrite::options::target::onnx && g.opset("") < 23)
-    return verdict::no("target onnx needs ai.onnx opset 23 for Attention; the model imports " +
-                       std::to_string(g.opset("")) + " and fusekit does not raise it");
+  if (has<"select">(m) && !fill_absorbs_scores(get<"fill">(m), t))
+    return verdict::no("the select fills masked scores with " +
+                       pattern::number_text(get<"fill">(m)) + ", neither −inf nor " +
+                       (t == dtype::float16 ? std::string("(float16) anything else")
+                                            : std::string("at most half the lowest float32")) +
+                       "; added as a bias it would not give the same softmax");
+  // A scale, fill or mask of higher rank broadcasts the scores up: Softmax must see QKᵀ's shape.
+  const value_id x = g.input(get<"softmax">(m), 0);
+  if (f.rank(x) != 4u || f.same_dim(x, 0, q, 0) != truth::yes ||
+      f.same_dim(x, 1, q, 1) != truth::yes || f.same_dim(x, 2, q, 2) != truth::yes ||
+      f.same_dim(x, 3, c.kt, 3) != truth::yes)
+    return verdict::no("the scores Softmax reads " + f.shape_text(x) +
+                       " are not proven to have QKᵀ's shape [batch, heads, sequence, key length] "
+                       "for q " +
+                       f.shape_text(q) + " and kᵀ " + f.shape_text(c.kt));
   return verdict::yes();
 }
 
@@ -229,72 +276,65 @@ std::string key_bnsh(const M& m, rewrite::emitter& e) {
               {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
 }
 
+// The bias the fused op adds: the mask, Where(keep, 0, fill) or Where(hide, fill, 0) for a
+// select, or their sum; "" for none.
 template <class M>
-std::int64_t heads(const graph& g, const M& m, const rewrite::options& opts) {
-  if (auto h = facts_of(g).dim_of(get<"q">(m), 1)->constant()) return *h;
-  return opts.num_heads;  // only where the model does not say; the guard refuses a contradiction
+std::string bias(const graph& g, const M& m, rewrite::emitter& e) {
+  std::string out;
+  if (has<"select">(m)) {
+    const node_id select = get<"select">(m);
+    const std::string zero = e.constant(g.type(get<"q">(m)), {}, {0.0});
+    out = has<"keep">(m)
+              ? e.op("Where", {e.value(get<"keep">(m)), zero, e.value(g.input(select, 2))})
+              : e.op("Where", {e.value(get<"hide">(m)), e.value(g.input(select, 1)), zero});
+  }
+  if (has<"mask">(m)) {
+    const std::string mask = e.value(get<"mask">(m));
+    out = out.empty() ? mask : e.op("Add", {out, mask});
+  }
+  return out;
 }
 
-// The ops' default scale is 1/√(head size): where the block's scale is exactly that, the fused
-// node leaves the attribute out.
 template <class M>
-bool default_scale(const graph& g, const M& m) {
-  const auto head_size = facts_of(g).dim_of(get<"q">(m), 3)->constant();
-  return head_size && scale_of(g, m) == 1.0 / std::sqrt(double(*head_size));
-}
-
-template <class M>
-void note(const graph& g, const M& m, rewrite::emitter& e, std::int64_t num_heads) {
+void note(const graph& g, const M& m, rewrite::emitter& e) {
   e.note("scale", scale_of(g, m));
   e.note("scale_form", has<"q_factor">(m) ? "q and kᵀ pre-scaled" : "scores post-scaled");
-  e.note("num_heads", num_heads);
   e.note("casts_removed", int(get<"up">(m) != no_id) + int(get<"down">(m) != no_id));
   e.note("k_layout", has<"k_bnsh">(m)   ? "BNSH"
                      : has<"k_bsnh">(m) ? "BSNH"
                      : has<"k_flat">(m) ? "BNSH via a 3-D transpose"
                                         : "BNHS");
   e.note("dtype", std::string(dtype_name(g.type(get<"q">(m)))));
-  e.note("mask", has<"mask">(m) ? "attention bias" : "none");
-  e.note("nan_guard", has<"p">(m));
+  e.note("mask", has<"select">(m) && has<"mask">(m) ? "select and attention bias, summed"
+                 : has<"select">(m)                 ? "select, as attention bias"
+                 : has<"mask">(m)                   ? "attention bias"
+                                                    : "none");
+  e.note("nan_guard", !has<"p">(m)                         ? "none"
+                      : has<"mask">(m) || has<"select">(m) ? "rows the bias hides entirely give 0"
+                                                           : "dropped: no bias can hide a row");
 }
 
-// MultiHeadAttention's (B,S,D) output, or Attention's BNSH one; `merge` says which the caller
-// wants. Returns the output's name.
+// The fused op; `merged` asks for the (B, S, N·H) output, else BNSH.
 template <class M>
-std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merge) {
-  const std::int64_t num_heads = heads(g, m, e.options());
-  note(g, m, e, num_heads);
-  const std::string key = key_bnsh(m, e);
-  const std::string value = e.value(get<"v">(m));
-  const std::string q = e.value(get<"q">(m));
-  const double scale = scale_of(g, m);
-  const bool implicit = default_scale(g, m);
-  if (e.options().fused_target == rewrite::options::target::onnx) {
-    e.note("target", "ai.onnx Attention");
-    std::vector<std::string> inputs{q, key, value};
-    if (has<"mask">(m)) inputs.push_back(e.value(get<"mask">(m)));
-    const std::string y =
-        implicit
-            ? e.op("Attention", inputs, {{"softmax_precision", dtype::float32}})
-            : e.op("Attention", inputs, {{"scale", scale}, {"softmax_precision", dtype::float32}});
-    if (!merge) return y;
-    const auto bsnh = e.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
-    return e.op("Reshape", {bsnh, e.value(g.input(m.root(), 1))});
+std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged) {
+  note(g, m, e);
+  // Attention takes grouped key/value heads as they are, before repeat_kv.
+  const bool grouped =
+      e.options().fused_target == fused::target::onnx && has<"k_grouped">(m) && has<"v_grouped">(m);
+  if (grouped) {
+    const sym& kv_heads = *facts_of(g).dim_of(get<"k_grouped">(m), 1);
+    if (auto n = kv_heads.constant())
+      e.note("kv_heads", *n);
+    else
+      e.note("kv_heads", facts_of(g).text(kv_heads));
   }
-  e.note("target", "com.microsoft MultiHeadAttention");
-  const auto q_bsnh = e.op("Transpose", {q}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
-  const auto q_bsd = e.op("Reshape", {q_bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
-  // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias.
-  std::vector<std::string> inputs{q_bsd, key, value};
-  if (has<"mask">(m)) inputs.insert(inputs.end(), {"", "", e.value(get<"mask">(m))});
-  const std::string y =
-      implicit ? e.op("MultiHeadAttention", inputs, {{"num_heads", num_heads}}, "com.microsoft")
-               : e.op("MultiHeadAttention", inputs, {{"num_heads", num_heads}, {"scale", scale}},
-                      "com.microsoft");
-  if (merge) return y;
-  const auto bsnh =
-      e.op("Reshape", {y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
-  return e.op("Transpose", {bsnh}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  const fused::operands in{.q = e.value(get<"q">(m)),
+                           .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(m, e),
+                           .v = e.value(grouped ? get<"v_grouped">(m) : get<"v">(m)),
+                           .bias = bias(g, m, e),
+                           .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
+                           .zero_hidden_rows = has<"p">(m)};
+  return fused::emit_attention(g, call_of(g, m), in, e, merged);
 }
 
 }  // namespace dit

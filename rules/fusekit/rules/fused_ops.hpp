@@ -1,0 +1,255 @@
+// The fused attention ops the rules emit, each with its contract written once beside its emitter:
+// what a rule must prove before it may emit the op. Every rule's guard asks `admits`; every emit
+// goes through `emit_attention`.
+//
+//                 com.microsoft MultiHeadAttention        ai.onnx Attention (opset ≥ 23)
+//                 (--target ort)                           (--target onnx)
+//   dtype         float32, float16                         float32, float16, bfloat16
+//   q, k, v       q (B,S,N·H), k and v (B,N,L,H)           q (B,Nq,S,H), k (B,Nkv,L,H), v
+//   (B,Nkv,L,Hv) heads         one count for q, k and v                 Nq a multiple of Nkv head
+//   size     one for q, k and v                       v's may differ bias          attention_bias
+//   (B|1, N|1, S, L)          attn_mask, the same shapes scale         a float32 attribute:
+//   positive, finite, not rounded to 0
+//
+// float64 is refused by both: MultiHeadAttention has no float64 kernel, and Attention would compute
+// its softmax in a narrower type than the model does.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusekit/graph/facts.hpp"
+#include "fusekit/pattern/match.hpp"
+#include "fusekit/rewrite/emitter.hpp"
+#include "fusekit/rewrite/rule.hpp"
+
+namespace fusekit::rules::fused {
+
+using rewrite::verdict;
+using target = rewrite::options::target;
+
+// The attention a rule found, in the terms of the contracts: q, k and v as BNSH-shaped values of
+// the source graph (kᵀ as [B, N, H, L]), the scale, and the additive bias if there is one.
+struct attention_call {
+  value_id q = no_id;
+  value_id kt = no_id;
+  value_id v = no_id;
+  double scale = 0;
+  // The bias's dims as broadcasting gives them; an empty optional when the rule could not prove
+  // them (then `bias_text` says what it saw).
+  bool has_bias = false;
+  std::optional<std::vector<sym>> bias_dims{};
+  std::string bias_text{};
+  dtype bias_type = dtype::undefined;
+};
+
+inline std::string dims_text(const facts& f, const std::vector<sym>& dims) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < dims.size(); ++i) out += (i ? ", " : "") + f.text(dims[i]);
+  return out + "]";
+}
+
+// numpy broadcasting of two proven shapes; empty where a pair of dims is not proven compatible.
+inline std::optional<std::vector<sym>> broadcast(const std::vector<sym>& a,
+                                                 const std::vector<sym>& b) {
+  const std::size_t r = std::max(a.size(), b.size());
+  std::vector<sym> out(r, sym::constant(1));
+  for (std::size_t i = 0; i < r; ++i) {
+    const sym* x = i < r - a.size() ? nullptr : &a[i - (r - a.size())];
+    const sym* y = i < r - b.size() ? nullptr : &b[i - (r - b.size())];
+    if (x == nullptr || x->is_constant(1))
+      out[i] = y ? *y : sym::constant(1);
+    else if (y == nullptr || y->is_constant(1) || equal(*x, *y) == truth::yes)
+      out[i] = *x;
+    else
+      return std::nullopt;
+  }
+  return out;
+}
+
+inline std::int64_t heads_of(const facts& f, const attention_call& c, const rewrite::options& o) {
+  if (auto h = f.dim_of(c.q, 1)->constant()) return *h;
+  return o.num_heads;  // only where the model does not say; `admits` refuses a contradiction
+}
+
+inline verdict admits_dtype(dtype t, target to) {
+  const bool ok =
+      t == dtype::float32 || t == dtype::float16 || (t == dtype::bfloat16 && to == target::onnx);
+  if (ok) return verdict::yes();
+  return verdict::no(to == target::ort
+                         ? "MultiHeadAttention takes float32 or float16, not " +
+                               std::string(dtype_name(t))
+                         : "Attention is emitted for float32, float16 or bfloat16, not " +
+                               std::string(dtype_name(t)) +
+                               ": its softmax would run in a narrower type than the model's");
+}
+
+inline verdict admits_shapes(const facts& f, const attention_call& c, target to) {
+  const value_id q = c.q, kt = c.kt, v = c.v;
+  if (f.rank(q) != 4u || f.rank(kt) != 4u || f.rank(v) != 4u)
+    return verdict::no("q, kᵀ and v are not proven 4-D [batch, heads, sequence, head size]: q " +
+                       f.shape_text(q) + ", kᵀ " + f.shape_text(kt) + ", v " + f.shape_text(v));
+  // The MatMuls broadcast batch and heads; the fused ops take them equal, so equal is proven.
+  for (const auto& [other, label] : {std::pair{kt, "kᵀ"}, std::pair{v, "v"}})
+    if (f.same_dim(q, 0, other, 0) != truth::yes)
+      return verdict::no(std::string("the batch of q and ") + label + " is not proven equal (" +
+                         f.shape_text(q) + " against " + f.shape_text(other) +
+                         "): the MatMul broadcasts, the fused op does not");
+  const bool same_heads =
+      f.same_dim(q, 1, kt, 1) == truth::yes && f.same_dim(q, 1, v, 1) == truth::yes;
+  if (!same_heads) {
+    const auto q_heads = f.dim_of(q, 1)->constant(), kv_heads = f.dim_of(kt, 1)->constant();
+    const bool grouped = to == target::onnx && f.same_dim(kt, 1, v, 1) == truth::yes && q_heads &&
+                         kv_heads && *kv_heads > 0 && *q_heads % *kv_heads == 0;
+    if (!grouped)
+      return verdict::no("the heads of q " + f.shape_text(q) + " and of kᵀ " + f.shape_text(kt) +
+                         " and v " + f.shape_text(v) +
+                         " are not proven equal, nor (target onnx) a proven multiple of the "
+                         "key/value heads");
+  }
+  if (to == target::ort && f.same_dim(q, 3, v, 3) != truth::yes)
+    return verdict::no("the head size of v " + f.shape_text(v) + " is not proven equal to q's " +
+                       f.shape_text(q) + "; MultiHeadAttention needs one head size");
+  return verdict::yes();
+}
+
+// Both ops take the bias as (B or 1, N or 1, S, L) in q's dtype.
+inline verdict admits_bias(const facts& f, const attention_call& c, dtype t) {
+  if (!c.has_bias) return verdict::yes();
+  const value_id q = c.q, v = c.v;
+  auto fits = [&](const std::vector<sym>& d) {
+    auto one_or = [&](int i, const sym* x) {
+      return d[std::size_t(i)].is_constant(1) || equal(d[std::size_t(i)], *x) == truth::yes;
+    };
+    return d.size() == 4 && one_or(0, f.dim_of(q, 0)) && one_or(1, f.dim_of(q, 1)) &&
+           equal(d[2], *f.dim_of(q, 2)) == truth::yes && equal(d[3], *f.dim_of(v, 2)) == truth::yes;
+  };
+  if (!c.bias_dims || !fits(*c.bias_dims))
+    return verdict::no("the mask " + (c.bias_dims ? dims_text(f, *c.bias_dims) : c.bias_text) +
+                       " is not proven to be (batch or 1, heads or 1, sequence, key length) "
+                       "for q " +
+                       f.shape_text(q) + " and v " + f.shape_text(v));
+  if (c.bias_type != t)
+    return verdict::no("the mask is " + std::string(dtype_name(c.bias_type)) + " but q is " +
+                       std::string(dtype_name(t)) + "; the fused op adds it in q's type");
+  return verdict::yes();
+}
+
+// The scale is written as a float32 attribute: it must survive that as a positive finite number.
+inline verdict admits_scale(double scale) {
+  const float written = float(scale);
+  if (!std::isfinite(scale) || scale <= 0 || !std::isfinite(written) || written == 0.0f)
+    return verdict::no("the scale " + pattern::number_text(scale) +
+                       " is not a positive finite float32 number");
+  return verdict::yes();
+}
+
+// Whether the op of `to` can compute `c` exactly as the model does.
+inline verdict admits(const graph& g, const attention_call& c, const rewrite::options& o) {
+  const facts& f = facts_of(g);
+  const dtype t = g.type(c.q);
+  const target to = o.fused_target;
+  if (!is_float(t)) return verdict::no("q has dtype " + std::string(dtype_name(t)));
+  auto one_dtype = [&](value_id x, const char* label) {
+    return g.type(x) == t
+               ? verdict::yes()
+               : verdict::no("q is " + std::string(dtype_name(t)) + " but " + label + " is " +
+                             std::string(dtype_name(g.type(x))) + "; the fused op needs one dtype");
+  };
+  if (auto no = one_dtype(c.v, "v"); !no) return no;
+  if (auto no = admits_dtype(t, to); !no) return no;
+  if (auto no = admits_shapes(f, c, to); !no) return no;
+  if (auto no = one_dtype(c.kt, "kᵀ"); !no) return no;
+  const auto model_heads = f.dim_of(c.q, 1)->constant();
+  if (!model_heads && o.num_heads == 0)
+    return verdict::no("the head count of q " + f.shape_text(c.q) +
+                       " is not a number the model proves; give it with --num-heads");
+  if (model_heads && o.num_heads > 0 && *model_heads != o.num_heads)
+    return verdict::no("--num-heads " + std::to_string(o.num_heads) + " contradicts the " +
+                       std::to_string(*model_heads) + " heads of the model");
+  if (auto no = admits_bias(f, c, t); !no) return no;
+  if (auto no = admits_scale(c.scale); !no) return no;
+  if (to == target::onnx && g.opset("") < 23)
+    return verdict::no("target onnx needs ai.onnx opset 23 for Attention; the model imports " +
+                       std::to_string(g.opset("")) + " and fusekit does not raise it");
+  return verdict::yes();
+}
+
+// The ops' default scale is 1/√(head size): where the call's scale is exactly that, the fused node
+// leaves the attribute out.
+inline bool default_scale(const facts& f, const attention_call& c) {
+  const auto head_size = f.dim_of(c.q, 3)->constant();
+  return head_size && c.scale == 1.0 / std::sqrt(double(*head_size));
+}
+
+// Names of the emitted operands: q and v BNSH as the model has them, k already BNSH, the bias
+// (empty for none); for Attention's merged output, the model's own (B, S, N·H) shape to reuse.
+// `zero_hidden_rows`: the block zeroes the rows its bias hides entirely (torch's NaN guard).
+struct operands {
+  std::string q, k, v, bias, merged_shape;
+  bool zero_hidden_rows = false;
+};
+
+// Both ops give NaN for a query row whose bias is −inf at every key, as Softmax does; torch's
+// NaN guard makes that row's probabilities 0, so its output is 0. The same rows, found from the
+// bias alone: (B|1, N|1, S, 1), true where the row's largest bias is −inf.
+inline std::string hidden_rows(const graph& g, const std::string& bias, dtype t,
+                               rewrite::emitter& e) {
+  const std::string largest =
+      g.opset("") >= 18
+          ? e.op("ReduceMax", {bias, e.constant(dtype::int64, {1}, {-1})}, {{"keepdims", 1}})
+          : e.op("ReduceMax", {bias}, {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", 1}});
+  return e.op("Equal", {largest, e.constant(t, {}, {-std::numeric_limits<double>::infinity()})});
+}
+
+// Emits the op of the options' target for a call `admits` accepted. Returns the (B, S, N·H)
+// output if `merged`, else BNSH; each op writes one of them and the other is converted.
+inline std::string emit_attention(const graph& g, const attention_call& c, const operands& in,
+                                  rewrite::emitter& e, bool merged) {
+  const facts& f = facts_of(g);
+  const dtype t = g.type(c.q);
+  const std::int64_t num_heads = heads_of(f, c, e.options());
+  const bool implicit = default_scale(f, c);
+  const bool zero_rows = in.zero_hidden_rows && !in.bias.empty();
+  const auto perm_0213 = [] { return std::vector<std::int64_t>{0, 2, 1, 3}; };
+  e.note("num_heads", num_heads);
+  if (e.options().fused_target == target::onnx) {
+    e.note("target", "ai.onnx Attention");
+    std::vector<std::string> inputs{in.q, in.k, in.v};
+    if (!in.bias.empty()) inputs.push_back(in.bias);
+    std::string y = implicit ? e.op("Attention", inputs, {{"softmax_precision", dtype::float32}})
+                             : e.op("Attention", inputs,
+                                    {{"scale", c.scale}, {"softmax_precision", dtype::float32}});
+    if (zero_rows) y = e.op("Where", {hidden_rows(g, in.bias, t, e), e.constant(t, {}, {0.0}), y});
+    if (!merged) return y;
+    const auto bsnh = e.op("Transpose", {y}, {{"perm", perm_0213()}});
+    const std::string shape =
+        in.merged_shape.empty() ? e.constant(dtype::int64, {3}, {0, 0, -1}) : in.merged_shape;
+    return e.op("Reshape", {bsnh, shape});
+  }
+  e.note("target", "com.microsoft MultiHeadAttention");
+  const auto q_bsnh = e.op("Transpose", {in.q}, {{"perm", perm_0213()}});
+  const auto q_bsd = e.op("Reshape", {q_bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
+  // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias.
+  std::vector<std::string> inputs{q_bsd, in.k, in.v};
+  if (!in.bias.empty()) inputs.insert(inputs.end(), {"", "", in.bias});
+  const std::string y =
+      implicit ? e.op("MultiHeadAttention", inputs, {{"num_heads", num_heads}}, "com.microsoft")
+               : e.op("MultiHeadAttention", inputs, {{"num_heads", num_heads}, {"scale", c.scale}},
+                      "com.microsoft");
+  if (merged && !zero_rows) return y;
+  std::string bsnh =
+      e.op("Reshape", {y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
+  if (zero_rows) {
+    const auto hidden = e.op("Transpose", {hidden_rows(g, in.bias, t, e)}, {{"perm", perm_0213()}});
+    bsnh = e.op("Where", {hidden, e.constant(t, {}, {0.0}), bsnh});
+    if (merged) return e.op("Reshape", {bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
+  }
+  return e.op("Transpose", {bsnh}, {{"perm", perm_0213()}});
+}
+
+}  // namespace fusekit::rules::fused

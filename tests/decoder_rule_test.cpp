@@ -1,0 +1,235 @@
+// Decoder attention as eager exporters write it (GPT-2: a select on the scaled scores, then the
+// padding mask added), and the fused ops' contracts every block must meet. ONNX Runtime parity on
+// the real exports, padded and fully masked rows included, is tests/python/test_conformance.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "fusekit/graph/model_builder.hpp"
+#include "fusekit/rules/all.hpp"
+
+namespace {
+
+using fusekit::dtype;
+using fusekit::model;
+using fusekit::build::model_builder;
+using fusekit::build::value;
+using target = fusekit::rewrite::options::target;
+
+constexpr double lowest_float = std::numeric_limits<float>::lowest();  // torch's finfo.min
+constexpr double minus_inf = -std::numeric_limits<double>::infinity();
+
+fusekit::build::shape_spec dims(const std::vector<std::int64_t>& sizes) {
+  return std::vector<fusekit::build::dim_spec>(sizes.begin(), sizes.end());
+}
+
+// GPT-2's eager block, batch 2, 4 heads, 5 tokens, head size 8:
+//   MatMul(q, Transpose(k)) → Div(√8) → Where(causal, ·, fill) → Add(padding) → Softmax → MatMul(v)
+struct decoder_block {
+  dtype type = dtype::float32;
+  int opset = 17;
+  double fill = lowest_float;
+  bool select = true;
+  bool hide_form = false;  // Where(hidden, fill, scores): the condition says what is masked
+  std::vector<std::int64_t> padding{2, 1, 5, 5};  // empty: no padding mask
+  std::int64_t kv_heads = 4;
+  bool repeat_kv = false;  // kv_heads repeated to 4 as transformers' repeat_kv does
+  std::int64_t v_head_size = 8;
+  std::vector<std::int64_t> divisor_dims{};  // a one-element divisor of this shape
+  double divisor = std::sqrt(8.0);
+
+  model build() const {
+    model_builder b(opset);
+    auto q = b.input("q", type, {2, 4, 5, 8});
+    value k = b.input("k", type, {2, kv_heads, 5, 8});
+    value v = b.input("v", type, {2, kv_heads, 5, v_head_size});
+    if (repeat_kv) {  // Unsqueeze(2) → Expand(2, kv, 4/kv, 5, H) → Reshape(2, 4, 5, H)
+      auto repeat = [&](value x, std::int64_t size) {
+        auto shape = [&](std::vector<double> d) {
+          return b.initializer(dtype::int64, {std::int64_t(d.size())}, d);
+        };
+        auto u = b.op("Unsqueeze", {x, shape({2})});
+        auto e = b.op("Expand", {u, shape({2, double(kv_heads), 4.0 / kv_heads, 5, double(size)})});
+        return b.op("Reshape", {e, shape({2, 4, 5, double(size)})});
+      };
+      k = repeat(k, 8);
+      v = repeat(v, v_head_size);
+    }
+    auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+    auto scores = b.op("MatMul", {q, kt}, {}, {.name = "scores"});
+    value x = b.op("Div", {scores, b.initializer("divisor", type, divisor_dims, {divisor})}, {},
+                   {.name = "scaled"});
+    if (select) {
+      auto condition = b.input(hide_form ? "hidden" : "causal", dtype::boolean, {1, 1, 5, 5});
+      auto filler = b.scalar(type, fill);
+      x = hide_form ? b.op("Where", {condition, filler, x}, {}, {.name = "select"})
+                    : b.op("Where", {condition, x, filler}, {}, {.name = "select"});
+    }
+    if (!padding.empty()) x = b.op("Add", {x, b.input("padding", type, dims(padding))});
+    auto p = b.op("Softmax", {x}, {{"axis", -1}}, {.name = "softmax"});
+    auto out = b.op("MatMul", {p, v}, {}, {.name = "context"});
+    b.output(out, type, {2, 4, 5, v_head_size});
+    return b.build_model();
+  }
+};
+
+fusekit::rewrite::options on(target t) {
+  fusekit::rewrite::options opts;
+  opts.fused_target = t;
+  return opts;
+}
+
+std::string bytes(const model& m) { return fusekit::detail::serialize_deterministic(m.proto); }
+
+// Fuses with the bundled rules; expects nothing to change and returns the one near miss.
+std::string near_miss(const decoder_block& spec, target t = target::ort) {
+  model m = spec.build();
+  const std::string before = bytes(m);
+  const auto report = fusekit::rules::fuse_all(m, on(t));
+  EXPECT_EQ(bytes(m), before);
+  EXPECT_TRUE(report.fusions.empty());
+  if (report.near_misses.size() != 1)
+    return "near misses: " + std::to_string(report.near_misses.size());
+  return report.near_misses[0].anchor + ": " + report.near_misses[0].reason;
+}
+
+std::vector<std::string> op_types(const model& m) {
+  std::vector<std::string> ops;
+  for (const auto& n : m.proto.graph().node()) ops.push_back(n.op_type());
+  return ops;
+}
+
+TEST(DecoderSelect, GptTwoEagerSelectAndPaddingBecomeOneAttentionBias) {
+  model m = decoder_block{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["mask"], "select and attention bias, summed");
+  // The select turned additive, Where(causal, 0, fill), plus the padding: MHA's input 5.
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Where", "Add", "Transpose", "Reshape",
+                                                   "MultiHeadAttention", "Reshape", "Transpose"}));
+  const auto& where = m.proto.graph().node(0);
+  EXPECT_EQ(where.input(0), "causal");
+  const auto& mha = m.proto.graph().node(4);
+  ASSERT_EQ(mha.input_size(), 6);
+  EXPECT_EQ(mha.input(5), m.proto.graph().node(1).output(0));
+  fusekit::rewrite::check_invariants(m);
+  const std::string once = bytes(m);
+  EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
+  EXPECT_EQ(bytes(m), once);
+}
+
+TEST(DecoderSelect, ASelectOnWhatIsHiddenFusesToo) {
+  model m = decoder_block{.hide_form = true, .padding = {}}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["mask"], "select, as attention bias");
+  const auto& where = m.proto.graph().node(0);
+  ASSERT_EQ(where.op_type(), "Where");
+  EXPECT_EQ(where.input(0), "hidden");
+  EXPECT_EQ(where.input(2), "dit-attention/const_0");  // the zero goes where the scores were
+}
+
+TEST(DecoderSelect, MinusInfinityIsAFillInEveryFloatType) {
+  model m = decoder_block{.type = dtype::float16, .fill = minus_inf}.build();
+  EXPECT_EQ(fusekit::rules::fuse_all(m).fusions.size(), 1u);
+}
+
+TEST(DecoderSelect, NearMisses) {
+  // −10000 added to a score of 20000 is no longer hidden: a select is not a bias with this fill.
+  EXPECT_EQ(near_miss({.fill = -1e4}),
+            "MatMul 'context': the select fills masked scores with -10000, neither −inf nor at "
+            "most half the lowest float32; added as a bias it would not give the same softmax");
+  // float16's finfo.min absorbs only scores below 16: a fully masked row would stop being uniform.
+  EXPECT_EQ(near_miss({.type = dtype::float16, .fill = -65504}),
+            "MatMul 'context': the select fills masked scores with -65504, neither −inf nor "
+            "(float16) anything else; added as a bias it would not give the same softmax");
+  // Padding alone of shape [2, 1, 1, 5] is broadcast over the queries by Add, not by the ops.
+  EXPECT_EQ(near_miss({.select = false, .padding = {2, 1, 1, 5}}),
+            "MatMul 'context': the mask [2, 1, 1, 5] is not proven to be (batch or 1, heads or 1, "
+            "sequence, key length) for q [2, 4, 5, 8] and v [2, 4, 5, 8]");
+}
+
+// ---- the contracts of the fused ops, one class of refusal each
+
+TEST(FusedOpContracts, GroupedKeyValueHeadsGoToAttentionWhenQsHeadsAreAMultiple) {
+  model m = decoder_block{.opset = 23, .kv_heads = 2, .repeat_kv = true}.build();
+  const auto report = fusekit::rules::fuse_all(m, on(target::onnx));
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["kv_heads"], 2);
+  // repeat_kv goes: Attention reads the graph's own two-head k and v.
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Where", "Add", "Attention"}));
+  EXPECT_EQ(m.proto.graph().node(2).input(1), "k");
+  EXPECT_EQ(m.proto.graph().node(2).input(2), "v");
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(FusedOpContracts, MultiHeadAttentionReadsTheRepeatedKeyValueHeads) {
+  model m = decoder_block{.kv_heads = 2, .repeat_kv = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_FALSE(report.fusions[0].params.contains("kv_heads"));
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == "MultiHeadAttention") {
+      EXPECT_NE(n.input(1), "k");
+    }
+}
+
+TEST(FusedOpContracts, NearMisses) {
+  // A MatMul cannot pair four query heads with three key/value heads, nor can a fused op.
+  EXPECT_EQ(near_miss({.opset = 23, .kv_heads = 3}, target::onnx),
+            "MatMul 'context': the heads of q [2, 4, 5, 8] and of kᵀ [2, 3, 8, 5] and v [2, 3, 5, "
+            "8] are not proven equal, nor (target onnx) a proven multiple of the key/value heads");
+  // Nor two, without repeat_kv: MultiHeadAttention takes one head count for all three.
+  EXPECT_EQ(near_miss({.kv_heads = 2}),
+            "MatMul 'context': the heads of q [2, 4, 5, 8] and of kᵀ [2, 2, 8, 5] and v [2, 2, 5, "
+            "8] are not proven equal, nor (target onnx) a proven multiple of the key/value heads");
+  // MultiHeadAttention has no float64 kernel.
+  EXPECT_EQ(near_miss({.type = dtype::float64}),
+            "MatMul 'context': MultiHeadAttention takes float32 or float16, not float64");
+  // Attention's softmax would run in float32, narrower than the model's float64.
+  EXPECT_EQ(near_miss({.type = dtype::float64, .opset = 23}, target::onnx),
+            "MatMul 'context': Attention is emitted for float32, float16 or bfloat16, not "
+            "float64: its softmax would run in a narrower type than the model's");
+  // MultiHeadAttention's schema has no bfloat16.
+  EXPECT_EQ(near_miss({.type = dtype::bfloat16, .fill = minus_inf}),
+            "MatMul 'context': MultiHeadAttention takes float32 or float16, not bfloat16");
+  // v's head size must be q's for MultiHeadAttention.
+  EXPECT_EQ(near_miss({.v_head_size = 16}),
+            "MatMul 'context': the head size of v [2, 4, 5, 16] is not proven equal to q's [2, 4, "
+            "5, 8]; MultiHeadAttention needs one head size");
+  // 1/1e-40 (as float32) is 1e40, beyond float32: the scale attribute would be inf.
+  EXPECT_EQ(near_miss({.divisor = 1e-40}),
+            "MatMul 'context': the scale 1.0000053899175752e+40 is not a positive finite float32 "
+            "number");
+  // A one-element divisor of rank 5 makes the scores 5-D: the fused op would change the rank.
+  EXPECT_EQ(near_miss({.divisor_dims = {1, 1, 1, 1, 1}}),
+            "MatMul 'context': the scores Softmax reads [1, 2, 4, 5, 5] are not proven to have "
+            "QKᵀ's shape [batch, heads, sequence, key length] for q [2, 4, 5, 8] and kᵀ [2, 4, 8, "
+            "5]");
+}
+
+TEST(FusedOpContracts, TheNanGuardZeroesTheRowsTheBiasHidesEntirely) {
+  // torch's SDPA: Add(scores, mask) → Softmax → Where(IsNaN(p), 0, p). The fused op gives NaN
+  // for a row of −inf, so its output is zeroed where the bias's largest entry is −inf.
+  model_builder b(18);
+  auto q = b.input("q", dtype::float32, {2, 4, 5, 8});
+  auto k = b.input("k", dtype::float32, {2, 4, 5, 8});
+  auto v = b.input("v", dtype::float32, {2, 4, 5, 8});
+  auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+  auto s = b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float32, 0.5)});
+  auto p = b.op("Softmax", {b.op("Add", {s, b.input("mask", dtype::float32, {2, 1, 5, 5})})},
+                {{"axis", -1}});
+  p = b.op("Where", {b.op("IsNaN", {p}), b.scalar(dtype::float32, 0.0), p});
+  b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}), dtype::float32, {2, 4, 5, 8});
+  model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["nan_guard"], "rows the bias hides entirely give 0");
+  EXPECT_EQ(op_types(m),
+            (std::vector<std::string>{"Transpose", "Reshape", "MultiHeadAttention", "Reshape",
+                                      "ReduceMax", "Equal", "Transpose", "Where", "Transpose"}));
+  fusekit::rewrite::check_invariants(m);
+}
+
+}  // namespace
