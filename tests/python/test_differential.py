@@ -35,34 +35,8 @@ SEED = int(os.environ.get("FUSEKIT_DIFF_SEED", "0"))
 COUNT = int(os.environ.get("FUSEKIT_DIFF_CASES", str(4 * 2 * len(gen.KINDS))))
 
 # Kinds where today's fusekit breaks the property, each strict: the day the rule is fixed the case
-# passes, fails as XPASS, and the entry goes. Keyed by (kind, target).
-_FLOAT64 = ("fuses float64 blocks, though MultiHeadAttention has no float64 kernel and "
-            "Attention with softmax_precision float32 loses float64's precision")
-_OVERFLOW = ("fuses Div by 1e-40 in float32: the scale 1/1e-40 = 1e40 overflows float and is "
-             "written as inf")
-_RANK5 = ("fuses Mul by a one-element scale of rank 5 (Softmax over axis -1): the scores, and the "
-          "block's output, are 5-D, the fused op's output is 4-D")
-_OUTER_SCALE = ("refuses a constant scale defined in the outer graph and read in an If body "
-                "('outer-scope value ... is not a constant')")
-KNOWN_DEFECTS: dict[tuple[str, str], str] = {
-    ("float64", "ort"): _FLOAT64,
-    ("float64", "onnx"): _FLOAT64,
-    ("scale_overflows_float", "ort"): _OVERFLOW,
-    ("scale_overflows_float", "onnx"): _OVERFLOW,
-    ("scale_rank5", "ort"): _RANK5,
-    ("scale_rank5", "onnx"): _RANK5,
-    ("scale_in_outer_graph_of_if_body", "ort"): _OUTER_SCALE,
-    ("scale_in_outer_graph_of_if_body", "onnx"): _OUTER_SCALE,
-    ("pre_scaled_cast_round_trip", "ort"):
-        "refuses MatMul(q·√s, kᵀ·√s) → Cast(float32) → Softmax → Cast back: the pattern takes "
-        "the float32 Cast only before a post-scale",
-    ("pre_scaled_cast_round_trip", "onnx"):
-        "refuses MatMul(q·√s, kᵀ·√s) → Cast(float32) → Softmax → Cast back: the pattern takes "
-        "the float32 Cast only before a post-scale",
-    ("mask_2d", "onnx"):
-        "refuses a 2-D (sequence, key length) mask, which Attention-23 broadcasts (ONNX Runtime "
-        "takes it): the rule takes only 4-D masks",
-}
+# passes, fails as XPASS, and the entry goes. Keyed by (kind, target); none today.
+KNOWN_DEFECTS: dict[tuple[str, str], str] = {}
 
 # float32: the fused kernel reorders the same float32 arithmetic over a few dozen terms.
 FP32_RELATIVE = 1e-4

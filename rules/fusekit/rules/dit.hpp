@@ -118,11 +118,13 @@ inline constexpr auto pre_scaled =
         commutative(op<"Mul">(capture<"q">, capture<"q_factor">.where("a scalar", folded_scalar))),
         commutative(op<"Mul">(k_transposed, capture<"k_factor">.where("a scalar", folded_scalar))))
         .bind<"scores">();
+// torch's decomposition in float16 may compute the softmax in float32: a Cast after the MatMul.
+inline constexpr auto pre_scaled_widened = optional<"Cast">(pre_scaled).bind<"up">();
 // The masks exporters write: an additive one on the scaled scores (Where(bool, 0, −inf|finfo.min)
 // or a model input), a select as GPT-2's eager attention writes it (Where(causal, scores,
 // finfo.min), then maybe the padding mask added), each the fused ops' attention bias when its
 // shape is one they take.
-inline constexpr auto logits = any_of(post_scaled, pre_scaled);
+inline constexpr auto logits = any_of(post_scaled, pre_scaled_widened);
 inline constexpr auto selected = any_of(
     op<"Where">(capture<"keep">, transparent(logits), constant_scalar<"fill">).bind<"select">(),
     op<"Where">(capture<"hide">, constant_scalar<"fill">, transparent(logits)).bind<"select">());

@@ -118,10 +118,13 @@ inline verdict admits_shapes(const facts& f, const attention_call& c, target to)
 }
 
 // Both ops take the bias as (B or 1, N or 1, S, L) in q's dtype.
-inline verdict admits_bias(const facts& f, const attention_call& c, dtype t) {
+inline verdict admits_bias(const facts& f, const attention_call& c, dtype t, target to) {
   if (!c.has_bias) return verdict::yes();
   const value_id q = c.q, v = c.v;
-  auto fits = [&](const std::vector<sym>& d) {
+  auto fits = [&](std::vector<sym> d) {
+    // Attention also broadcasts a mask of rank 2 or 3 from the right, as the Add did.
+    if (to == target::onnx && (d.size() == 2 || d.size() == 3))
+      d.insert(d.begin(), 4 - d.size(), sym::constant(1));
     auto one_or = [&](int i, const sym* x) {
       return d[std::size_t(i)].is_constant(1) || equal(d[std::size_t(i)], *x) == truth::yes;
     };
@@ -171,7 +174,7 @@ inline verdict admits(const graph& g, const attention_call& c, const rewrite::op
   if (model_heads && o.num_heads > 0 && *model_heads != o.num_heads)
     return verdict::no("--num-heads " + std::to_string(o.num_heads) + " contradicts the " +
                        std::to_string(*model_heads) + " heads of the model");
-  if (auto no = admits_bias(f, c, t); !no) return no;
+  if (auto no = admits_bias(f, c, t, to); !no) return no;
   if (auto no = admits_scale(c.scale); !no) return no;
   if (to == target::onnx && g.opset("") < 23)
     return verdict::no("target onnx needs ai.onnx opset 23 for Attention; the model imports " +
