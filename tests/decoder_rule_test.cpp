@@ -8,8 +8,12 @@
 
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rules/all.hpp"
+#include "test_support.hpp"
 
 namespace {
+
+using fusekit::testing::bytes;
+using fusekit::testing::op_types;
 
 using fusekit::dtype;
 using fusekit::model;
@@ -80,8 +84,6 @@ fusekit::rewrite::options on(target t) {
   return opts;
 }
 
-std::string bytes(const model& m) { return fusekit::detail::serialize_deterministic(m.proto); }
-
 // Fuses with the bundled rules; expects nothing to change and returns the one near miss.
 std::string near_miss(const decoder_block& spec, target t = target::ort) {
   model m = spec.build();
@@ -92,12 +94,6 @@ std::string near_miss(const decoder_block& spec, target t = target::ort) {
   if (report.near_misses.size() != 1)
     return "near misses: " + std::to_string(report.near_misses.size());
   return report.near_misses[0].anchor + ": " + report.near_misses[0].reason;
-}
-
-std::vector<std::string> op_types(const model& m) {
-  std::vector<std::string> ops;
-  for (const auto& n : m.proto.graph().node()) ops.push_back(n.op_type());
-  return ops;
 }
 
 TEST(DecoderSelect, GptTwoEagerSelectAndPaddingBecomeOneAttentionBias) {

@@ -2,6 +2,7 @@
 // miss is left untouched with the reason a user reads. ONNX Runtime parity lives in
 // tests/python/test_dit_parity.py.
 #include "fusekit/rules/all.hpp"
+#include "test_support.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,9 @@
 #include "fusekit/graph/model_builder.hpp"
 
 namespace {
+
+using fusekit::testing::bytes;
+using fusekit::testing::op_types;
 
 using fusekit::dtype;
 using fusekit::model;
@@ -63,8 +67,6 @@ struct block {
   }
 };
 
-std::string bytes(const model& m) { return fusekit::detail::serialize_deterministic(m.proto); }
-
 // Fuses with the bundled rules; expects nothing to change and returns the one near miss.
 std::string near_miss_of(model m, fusekit::rewrite::options opts = {}) {
   const std::string before = bytes(m);
@@ -77,12 +79,6 @@ std::string near_miss_of(model m, fusekit::rewrite::options opts = {}) {
 }
 std::string near_miss(const block& spec, fusekit::rewrite::options opts = {}) {
   return near_miss_of(spec.build(), opts);
-}
-
-std::vector<std::string> op_types(const model& m) {
-  std::vector<std::string> ops;
-  for (const auto& n : m.proto.graph().node()) ops.push_back(n.op_type());
-  return ops;
 }
 
 TEST(DitRule, FusesTheF5Block) {
@@ -327,7 +323,7 @@ struct prescaled_block {
   double k_factor = 0.5;         // 16^-¼ on both sides is the default scale
   bool select_mask = false;      // Where(keep, scores, fill) instead of an additive mask
   double select_fill = -std::numeric_limits<double>::infinity();
-  bool additive_mask = false;    // Add(scores, mask [1, 1, 6, 6]) and Where(IsNaN(p), 0, p)
+  bool additive_mask = false;  // Add(scores, mask [1, 1, 6, 6]) and Where(IsNaN(p), 0, p)
 
   model build() const {
     model_builder b(18);
