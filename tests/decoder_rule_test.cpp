@@ -42,20 +42,43 @@ struct decoder_block {
   std::int64_t v_head_size = 8;
   std::vector<std::int64_t> divisor_dims{};  // a one-element divisor of this shape
   double divisor = std::sqrt(8.0);
+  // A decode step: k and v are Concat(past, new) along the sequence, graph outputs (present).
+  std::int64_t past = 0;
+  bool value_cached = true;       // v's cache too, not only k's
+  bool cache_shape_read = false;  // a Shape of present k, computed before the attention
+  bool one_cache = false;         // v is k's cache too
 
   model build() const {
     model_builder b(opset);
     auto q = b.input("q", type, {2, 4, 5, 8});
     value k = b.input("k", type, {2, kv_heads, 5, 8});
     value v = b.input("v", type, {2, kv_heads, 5, v_head_size});
-    if (repeat_kv) {  // Unsqueeze(2) → Expand(2, kv, 4/kv, 5, H) → Reshape(2, 4, 5, H)
+    if (past > 0) {
+      auto cache = [&](value x, const char* name, std::int64_t size) {
+        auto past_x = b.input(std::string("past_") + name, type, {2, kv_heads, past, size});
+        auto present =
+            b.op("Concat", {past_x, x}, {{"axis", -2}}, {.name = std::string("present_") + name});
+        b.output(present, type, {2, kv_heads, past + 5, size});
+        return present;
+      };
+      k = cache(k, "k", 8);
+      if (cache_shape_read)
+        b.output(b.op("Shape", {k}, {}, {.name = "cache_shape"}), dtype::int64, {4});
+      if (one_cache)
+        v = k;
+      else if (value_cached)
+        v = cache(v, "v", v_head_size);
+    }
+    if (repeat_kv) {  // Unsqueeze(2) → Expand(2, kv, 4/kv, L, H) → Reshape(2, 4, L, H)
       auto repeat = [&](value x, std::int64_t size) {
         auto shape = [&](std::vector<double> d) {
           return b.initializer(dtype::int64, {std::int64_t(d.size())}, d);
         };
         auto u = b.op("Unsqueeze", {x, shape({2})});
-        auto e = b.op("Expand", {u, shape({2, double(kv_heads), 4.0 / kv_heads, 5, double(size)})});
-        return b.op("Reshape", {e, shape({2, 4, 5, double(size)})});
+        const double keys = double(5 + past);
+        auto e =
+            b.op("Expand", {u, shape({2, double(kv_heads), 4.0 / kv_heads, keys, double(size)})});
+        return b.op("Reshape", {e, shape({2, 4, keys, double(size)})});
       };
       k = repeat(k, 8);
       v = repeat(v, v_head_size);
@@ -144,6 +167,82 @@ TEST(DecoderSelect, NearMisses) {
   EXPECT_EQ(near_miss({.select = false, .padding = {2, 1, 1, 5}}),
             "MatMul 'context': the mask [2, 1, 1, 5] is not proven to be (batch or 1, heads or 1, "
             "sequence, key length) for q [2, 4, 5, 8] and v [2, 4, 5, 8]");
+}
+
+// ---- a decode step's cache
+
+// Fuses and returns the one fusion's kv_cache note.
+std::string cache_note(const decoder_block& spec, target t = target::ort) {
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m, on(t));
+  if (report.fusions.size() != 1) return "fusions: " + std::to_string(report.fusions.size());
+  fusekit::rewrite::check_invariants(m);
+  return report.fusions[0].params.value("kv_cache", "no kv_cache note");
+}
+
+// The node that writes graph output `name`.
+const onnx::NodeProto* writer_of(const model& m, const std::string& name) {
+  for (const auto& n : m.proto.graph().node())
+    for (const auto& out : n.output())
+      if (out == name) return &n;
+  return nullptr;
+}
+
+TEST(DecoderCache, PastAndPresentMoveIntoMultiHeadAttention) {
+  model m = decoder_block{.select = false, .padding = {}, .past = 3}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["kv_cache"], "past and present in the fused op");
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Transpose", "Reshape", "MultiHeadAttention",
+                                                   "Reshape", "Transpose"}));
+  const auto& mha = m.proto.graph().node(2);
+  // q, k, v, bias, key padding mask, attention bias, past key, past value.
+  ASSERT_EQ(mha.input_size(), 8);
+  EXPECT_EQ(mha.input(1), "k");
+  EXPECT_EQ(mha.input(6), "past_k");
+  EXPECT_EQ(mha.input(7), "past_v");
+  // The graph's present outputs keep their names and are the op's present key and value.
+  ASSERT_EQ(mha.output_size(), 3);
+  EXPECT_EQ(mha.output(1), "present_k");
+  EXPECT_EQ(mha.output(2), "present_v");
+  fusekit::rewrite::check_invariants(m);
+  const std::string once = bytes(m);
+  EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
+  EXPECT_EQ(bytes(m), once);
+}
+
+TEST(DecoderCache, AGroupedCacheMovesIntoAttentionBeforeRepeatKv) {
+  model m =
+      decoder_block{
+          .opset = 23, .select = false, .padding = {}, .kv_heads = 2, .repeat_kv = true, .past = 3}
+          .build();
+  const auto report = fusekit::rules::fuse_all(m, on(target::onnx));
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["kv_cache"], "past and present in the fused op");
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Attention"}));
+  const auto& attention = m.proto.graph().node(0);
+  // q, k, v, no mask, past key, past value; the two-head cache as the graph has it.
+  EXPECT_EQ(std::vector<std::string>(attention.input().begin(), attention.input().end()),
+            (std::vector<std::string>{"q", "k", "v", "", "past_k", "past_v"}));
+  EXPECT_EQ(writer_of(m, "present_k"), &attention);
+  EXPECT_EQ(writer_of(m, "present_v"), &attention);
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(DecoderCache, TheConcatStaysWhereTheOpCannotWritePresent) {
+  // MultiHeadAttention reads the repeated heads; the two-head cache is not its k.
+  EXPECT_EQ(
+      cache_note({.select = false, .padding = {}, .kv_heads = 2, .repeat_kv = true, .past = 3}),
+      "Concat kept: the op reads the repeated heads, not the cache");
+  // The op writes present key and value together, or neither.
+  EXPECT_EQ(cache_note({.select = false, .padding = {}, .past = 3, .value_cached = false}),
+            "Concat kept: only one of key and value is concatenated");
+  // k and v read one Concat (a fuzzed model): the op cannot write one present twice.
+  EXPECT_EQ(cache_note({.select = false, .padding = {}, .past = 3, .one_cache = true}),
+            "Concat kept: key and value are one Concat's output");
+  // present k is read before the fused node, which would compute it only later.
+  EXPECT_EQ(cache_note({.select = false, .padding = {}, .past = 3, .cache_shape_read = true}),
+            "Concat kept: Shape 'cache_shape' reads 'present_k' before the attention");
 }
 
 // ---- the contracts of the fused ops, one class of refusal each

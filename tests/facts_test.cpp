@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "fusekit/graph/model_builder.hpp"
 
@@ -41,6 +43,17 @@ TEST(Sym, ArithmeticIsExactAndCanonical) {
       truth::yes);
   EXPECT_FALSE(exact_quotient(s + t, s).known());  // S+T is not a multiple of S
   EXPECT_EQ(equal(sym::unknown(), sym::unknown()), truth::unknown);
+}
+
+// A product whose coefficient would be the lowest int64 has no magnitude to print or negate: the
+// dim becomes unknown rather than overflowing (a fuzzed Reshape found it).
+TEST(Sym, ArithmeticReachingTheLowestInt64IsUnknown) {
+  const std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
+  EXPECT_FALSE(sym::constant(lowest).known());
+  EXPECT_FALSE((sym::constant(lowest / 2) * sym::constant(2)).known());
+  EXPECT_FALSE((sym::atom(0) * sym::constant(-(lowest / 4)) * sym::constant(-4)).known());
+  EXPECT_FALSE((sym::constant(lowest + 1) - sym::constant(1)).known());
+  EXPECT_EQ((sym::constant(lowest + 1) + sym::constant(1)).constant(), lowest + 2);
 }
 
 TEST(Facts, HeadSplitReshapeAndTransposeKeepEveryDim) {

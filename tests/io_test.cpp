@@ -391,6 +391,30 @@ TEST_F(Io, DuplicateInitializer) {
             path("model.onnx").string() + ": initializer 'w' is defined twice");
 }
 
+TEST_F(Io, InitializerDataShortOfItsShape) {
+  // Refused when the graph is read, whether or not a rule would ever read the tensor.
+  model_builder b = small_builder();
+  onnx::TensorProto& w = *b.proto().mutable_initializer(0);
+  w.set_raw_data(w.raw_data().substr(0, 3 * sizeof(float)));
+  EXPECT_EQ(graph_error(b.build()),
+            path("model.onnx").string() +
+                ": initializer 'w': shape holds 4 elements but its data holds 3 of float32");
+}
+
+TEST_F(Io, ConstantNodeDataBeyondItsShape) {
+  // A scalar bool whose raw data holds four: the Constant node is named.
+  model_builder b(17);
+  auto x = b.input("x", dtype::boolean, {4});
+  auto c =
+      b.op("Constant", {}, {{"value", fusekit::build::make_tensor("", dtype::boolean, {}, {1})}});
+  b.output(b.op("And", {x, c}), dtype::boolean, {4});
+  onnx::GraphProto& g = b.proto();
+  g.mutable_node(0)->mutable_attribute(0)->mutable_t()->set_raw_data(std::string(4, '\1'));
+  EXPECT_EQ(graph_error(b.build()),
+            path("model.onnx").string() + ": node Constant '" + g.node(0).name() +
+                "': its value: shape holds 1 elements but its data holds 4 of bool");
+}
+
 TEST_F(Io, DuplicateGraphInput) {
   // The same input declared twice is ambiguous for callers feeding it.
   model_builder b = small_builder();

@@ -172,6 +172,32 @@ TEST(TensorValues, Float8IsNotNumeric) {
   EXPECT_EQ(fusekit::scalar_value(t), std::nullopt);
 }
 
+TEST(TensorValues, ComplexHoldsTwoNumbersPerElement) {
+  // A valid complex128 scalar in double_data: two doubles, one element, and not a number to read.
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto_DataType_COMPLEX128);
+  t.add_double_data(1.0);
+  t.add_double_data(-2.0);
+  EXPECT_EQ(fusekit::tensor_values(t).size(), 1);
+  EXPECT_FALSE(fusekit::tensor_values(t).is_numeric());
+  // Its data is not read to find a scalar, so even an empty one is no error there (a fuzzed
+  // model the ONNX checker passes).
+  t.clear_double_data();
+  EXPECT_EQ(fusekit::scalar_value(t), std::nullopt);
+}
+
+TEST(TensorValues, ElementCountsInt64CannotHoldAreRefused) {
+  // Dims whose product overflows int64: no count, and reading says why.
+  onnx::TensorProto t;
+  t.set_name("w");
+  t.set_data_type(onnx::TensorProto_DataType_FLOAT);
+  t.add_dims(std::int64_t(1) << 40);
+  t.add_dims(std::int64_t(1) << 40);
+  EXPECT_EQ(fusekit::element_count(t), -1);
+  EXPECT_EQ(error_of([&] { fusekit::tensor_values{t}; }),
+            "initializer 'w': has a negative dimension or more elements than int64 holds");
+}
+
 TEST(TensorValues, RawDataCountMustMatchShape) {
   // Shape [3], 8 bytes of float32: reading element 2 would run past the data.
   const onnx::TensorProto t = make_tensor("w", dtype::float32, {3}, {1, 2});

@@ -124,6 +124,9 @@ entry = w.external_data.add()
 entry.key, entry.value = "location", "w.bin"
 save(model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], initializers=[w]),
      "external_missing.onnx")
+short = helper.make_tensor("w", T.FLOAT, [3], [1, 2])
+save(model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], initializers=[short]),
+     "short_initializer.onnx")
 open("tensor.pb", "wb").write(helper.make_tensor("w", T.FLOAT, [2], [1, 2]).SerializeToString())
 
 data = good.SerializeToString()
@@ -193,6 +196,8 @@ bad "a cycle" cycle.onnx \
   "fusekit: cycle.onnx: node Add 'add': the graph has a cycle through this node"
 bad "a name defined twice" twice.onnx \
   "fusekit: twice.onnx: node Relu 'r2': output 0: value 'y' is already defined as output of Relu 'r1'"
+bad "initializer data short of its shape" short_initializer.onnx \
+  "fusekit: short_initializer.onnx: initializer 'w': shape holds 3 elements but its data holds 2 of float32"
 bad "missing external data" external_missing.onnx \
   "fusekit: external_missing.onnx: initializer 'w': external data file 'w.bin' is missing"
 check "an opset libonnx does not know is read" \

@@ -67,6 +67,13 @@ class Block:
     q_chain: int = 0  # element-wise no-ops (Add 0, Mul 1) computing q from the input
     missing_input: bool = False  # v is read under a name nothing defines
     num_heads_flag: int | None = None  # --num-heads
+    past: int = 0  # a decode step: k and v are Concat(past, new) along the sequence, graph outputs
+    cache_read_early: bool = False  # a Shape of the key cache is computed before the attention
+
+    @property
+    def total(self) -> int:
+        """The key length attention sees: the past and the new keys."""
+        return self.past + self.l
 
     @property
     def heads_kv(self) -> int:
@@ -118,10 +125,13 @@ def input_shapes(blk: Block) -> dict[str, tuple[int, ...]]:
     k = {"bnsh": (kb, hk, l, d), "bsnh": (kb, l, hk, d), "bnhs": (kb, hk, d, l),
          "detour": (kb, hk, l, d)}[blk.k_layout]
     shapes = {"q": (b, h, s, d), "k": k, "v": (kb, hk, l, dv)}
+    if blk.past:
+        shapes["past_k"] = (kb, hk, blk.past, d)
+        shapes["past_v"] = (kb, hk, blk.past, dv)
     if isinstance(blk.mask, tuple):
         shapes["mask"] = blk.mask
     elif blk.mask == "where":
-        shapes["keep"] = (b, 1, s, l)
+        shapes["keep"] = (b, 1, s, blk.total)
     return shapes
 
 
@@ -138,9 +148,11 @@ def _declared(blk: Block, name: str, shape: tuple[int, ...]):
              "k": {"bnsh": ("B", kv_heads, "L", None), "bsnh": ("B", "L", kv_heads, None),
                    "bnhs": ("B", kv_heads, None, "L"),
                    "detour": ("B", kv_heads, "L", None)}[blk.k_layout],
-             "mask": ("B", "H", "S", "L"), "keep": ("B", None, "S", "L")}[name]
+             "mask": ("B", "H", "S", "L"), "keep": ("B", None, "S", "L"),
+             "past_k": ("B", kv_heads, "P", None), "past_v": ("B", kv_heads, "P", None)}[name]
     roles = roles[len(roles) - len(shape):]
-    actual = {"B": blk.b, "H": blk.h, "Hkv": blk.heads_kv, "S": blk.s, "L": blk.l}
+    actual = {"B": blk.b, "H": blk.h, "Hkv": blk.heads_kv, "S": blk.s, "L": blk.l,
+              "P": blk.past}
     out = []
     for size, role in zip(shape, roles):
         static = role is None or (role in ("H", "Hkv") and blk.shapes != "heads")
@@ -162,7 +174,14 @@ def build(blk: Block) -> onnx.ModelProto:
     for i in range(blk.q_chain):
         q = g.op("Add" if i % 2 == 0 else "Mul",
                  [q, g.const(np.array(0 if i % 2 == 0 else 1, dtype=dt), "noop")])
-    k = "k"
+    k, v = "k", "v_undefined" if blk.missing_input else "v"
+    cache = []  # the present key and value, graph outputs
+    if blk.past:  # the cache is BNSH: k_layout bnsh or detour
+        k = g.op("Concat", ["past_k", k], axis=-2)
+        if blk.cache_read_early:
+            cache.append((g.op("Shape", [k]), TensorProto.INT64, 1))
+        v = g.op("Concat", ["past_v", v], axis=2)
+        cache = [(k, dt, 4), (v, dt, 4)] + cache
     if blk.k_layout == "bnsh":
         kt = g.op("Transpose", [k], perm=[0, 1, 3, 2])
     elif blk.k_layout == "bsnh":
@@ -171,9 +190,9 @@ def build(blk: Block) -> onnx.ModelProto:
         kt = k
     else:  # the dynamo exporter's detour through 3-D
         kb, hk = blk.batch_kv, blk.heads_kv
-        flat = g.op("Reshape", [k, g.const(np.array([kb * hk, blk.l, blk.d], np.int64))])
+        flat = g.op("Reshape", [k, g.const(np.array([kb * hk, blk.total, blk.d], np.int64))])
         turned = g.op("Transpose", [flat], perm=[0, 2, 1])
-        kt = g.op("Reshape", [turned, g.const(np.array([kb, hk, blk.d, blk.l], np.int64))])
+        kt = g.op("Reshape", [turned, g.const(np.array([kb, hk, blk.d, blk.total], np.int64))])
 
     # The scale lives in the outer graph: a block in a body reads it from outer scope.
     def scale_const(value: float, dtype) -> str:
@@ -213,7 +232,7 @@ def build(blk: Block) -> onnx.ModelProto:
         p = g.op("Where", [g.op("IsNaN", [p]), g.const(np.array(0, st)), p])
     if blk.casts != "none":
         p = g.op("Cast", [p], to=ONNX_TYPE[dt])
-    y = g.op("MatMul", [p, "v_undefined" if blk.missing_input else "v"])
+    y = g.op("MatMul", [p, v])
     if blk.merge:
         y = g.op("Reshape", [g.op("Transpose", [y], perm=[0, 2, 1, 3]),
                              g.const(np.array([0, 0, -1], np.int64))])
@@ -224,6 +243,7 @@ def build(blk: Block) -> onnx.ModelProto:
         outputs.append((g.op("Identity", [probs]), st, rank))
     if blk.interior_output:
         outputs.append((scores, st, 4))
+    outputs += cache
 
     opsets = [helper.make_opsetid("", blk.opset)]
     declared = [_info(name, t, [None] * r) for name, t, r in outputs]
@@ -313,8 +333,18 @@ class Kind:
 
 
 def _mask_shape(blk: Block, rng: np.random.Generator) -> tuple:
-    return [(blk.b, blk.h, blk.s, blk.l), (1, 1, blk.s, blk.l), (blk.b, 1, blk.s, blk.l),
-            (1, blk.h, blk.s, blk.l)][rng.integers(4)]
+    n = blk.total
+    return [(blk.b, blk.h, blk.s, n), (1, 1, blk.s, n), (blk.b, 1, blk.s, n),
+            (1, blk.h, blk.s, n)][rng.integers(4)]
+
+
+def _decode_step(blk: Block, rng: np.random.Generator) -> None:
+    """A decoder's step: new keys and values appended to a past cache of a few positions."""
+    blk.past = int(rng.choice([1, 4, 7]))
+    blk.k_layout = str(rng.choice(["bnsh", "detour"]))
+    if rng.integers(2):
+        # Static dims: no declared name says that the mask spans L + P keys.
+        blk.mask, blk.casts, blk.shapes = _mask_shape(blk, rng), "none", "static"
 
 
 def _no_casts(blk: Block, rng: np.random.Generator) -> str:
@@ -346,6 +376,11 @@ KINDS: list[Kind] = [
     Kind("pre_scale_in_outer_graph_of_if_body", _set(in_if_body=True, scale_form="pre",
                                                      casts="none")),
     Kind("long_elementwise_chain_before_q", _set(q_chain=20)),
+    # The cache moves into the op's past inputs and present outputs.
+    Kind("decode_step_cache", _decode_step),
+    # The Concat stays (a Shape reads present before the op would compute it); attention fuses.
+    Kind("decode_step_cache_read_early",
+         lambda b, r: (_decode_step(b, r), setattr(b, "cache_read_early", True))),
     Kind("opset11_softmax_last_axis", _set(opset=11, softmax_axis=3),
          breaks={"onnx": "Attention needs opset 23; fusekit never raises the opset"}),
     # ---- fusible for one target only

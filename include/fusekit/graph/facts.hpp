@@ -176,9 +176,9 @@ class facts {
     content_fact c;
     const dtype type = static_cast<dtype>(t.data_type());
     try {
-      if (element_count(t) > std::int64_t(max_elements)) return c;
+      const std::int64_t n = element_count(t);
+      if (n < 0 || n > std::int64_t(max_elements) || !reads_as_numbers(type)) return c;
       const tensor_values values(t, g_.directory());
-      if (!values.is_numeric()) return c;
       c.real = is_float(type);
       for (std::int64_t i = 0; i < values.size(); ++i) {
         if (c.real)

@@ -380,6 +380,19 @@ class graph {
     return n;
   }
 
+  // Data that does not hold its shape's elements is no model ONNX Runtime loads: refused where the
+  // graph is read, not when a rule happens to read the constant. External data is checked when
+  // read.
+  void check_data(const onnx::TensorProto& t, node_id constant = no_id) const {
+    if (is_external(t)) return;
+    try {
+      const tensor_values values(t);
+    } catch (const error& e) {
+      if (constant != no_id) throw fail(e.message(), constant, "its value");
+      throw fail(e.message(), no_id, e.field());
+    }
+  }
+
   // Structure: values, nodes, edges, subgraphs. Types and order come after, in resolve_types().
   void index() {
     if (parent_ == nullptr) root_->shared_->synthesized.reserve(count_synthesized(*proto_));
@@ -392,6 +405,7 @@ class graph {
     for (const auto& t : proto_->initializer()) {
       if (by_name_.contains(t.name()))
         throw fail("initializer '" + t.name() + "' is defined twice");
+      check_data(t);
       const value_id v = add_value(t.name(), initializer | constant);
       values_[v].tensor = &t;
     }
@@ -429,6 +443,7 @@ class graph {
           node.op_type() == "Constant" && canonical_domain(node.domain()).empty()
               ? constant_node_tensor(node)
               : nullptr;
+      if (constant_value != nullptr) check_data(*constant_value, n);
       for (int slot = 0; slot < node.output_size(); ++slot) {
         const std::string& name = node.output(slot);
         if (name.empty()) {

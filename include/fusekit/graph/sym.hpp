@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -33,6 +34,7 @@ class sym {
 
   static sym unknown() { return {}; }
   static sym constant(std::int64_t c) {
+    if (c == lowest) return unknown();
     sym s;
     s.known_ = true;
     if (c != 0) s.terms_.push_back({c, {}});
@@ -160,11 +162,14 @@ class sym {
   std::int64_t denominator_ = 1;
   std::vector<term> terms_;  // sorted by factors, merged, no zero coefficients
 
+  // Coefficients and denominators stay above the lowest int64, so that negating one (a sign, a
+  // gcd, a printed magnitude) never overflows.
+  static constexpr std::int64_t lowest = std::numeric_limits<std::int64_t>::min();
   static bool mul(std::int64_t a, std::int64_t b, std::int64_t& out) {
-    return !__builtin_mul_overflow(a, b, &out);
+    return !__builtin_mul_overflow(a, b, &out) && out != lowest;
   }
   static bool add(std::int64_t a, std::int64_t b, std::int64_t& out) {
-    return !__builtin_add_overflow(a, b, &out);
+    return !__builtin_add_overflow(a, b, &out) && out != lowest;
   }
   static std::vector<factor> merge(const std::vector<factor>& a, const std::vector<factor>& b,
                                    int sign) {

@@ -16,10 +16,18 @@
 
 namespace fusekit {
 
+// -1 for a negative dim or a count int64 cannot hold.
 inline std::int64_t element_count(const onnx::TensorProto& t) {
   std::int64_t n = 1;
-  for (std::int64_t d : t.dims()) n *= d;
+  for (std::int64_t d : t.dims())
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return -1;
   return n;
+}
+
+// The types tensor_values decodes as numbers; float8 and complex are not among them.
+inline bool reads_as_numbers(dtype t) {
+  return is_float(t) || t == dtype::boolean || (t >= dtype::uint8 && t <= dtype::int64) ||
+         t == dtype::uint32 || t == dtype::uint64;
 }
 
 class tensor_values {
@@ -42,12 +50,7 @@ class tensor_values {
 
   dtype type() const { return type_; }
   std::int64_t size() const { return size_; }
-  // The types as_double and as_int64 decode; float8 is not among them.
-  bool is_numeric() const {
-    return is_float(type_) || type_ == dtype::boolean ||
-           (type_ >= dtype::uint8 && type_ <= dtype::int64) || type_ == dtype::uint32 ||
-           type_ == dtype::uint64;
-  }
+  bool is_numeric() const { return reads_as_numbers(type_); }
 
   double as_double(std::int64_t i) const {
     const std::size_t k = static_cast<std::size_t>(i);
@@ -129,6 +132,12 @@ class tensor_values {
         return tensor_->float_data_size();
       case dtype::float64:
         return tensor_->double_data_size();
+      // Two numbers per element; an odd count is left to whoever reads complex data (fusekit
+      // does not).
+      case dtype::complex64:
+        return tensor_->float_data_size() % 2 ? -1 : tensor_->float_data_size() / 2;
+      case dtype::complex128:
+        return tensor_->double_data_size() % 2 ? -1 : tensor_->double_data_size() / 2;
       case dtype::int64:
         return tensor_->int64_data_size();
       case dtype::uint32:
@@ -142,7 +151,8 @@ class tensor_values {
   }
 
   void check_size() const {
-    if (size_ < 0) throw tensor_error(*tensor_, "has a negative dimension");
+    if (size_ < 0)
+      throw tensor_error(*tensor_, "has a negative dimension or more elements than int64 holds");
     const std::int64_t stored = stored_count();
     if (stored >= 0 && stored != size_)
       throw tensor_error(*tensor_, "shape holds " + std::to_string(size_) +
@@ -160,10 +170,9 @@ class tensor_values {
 // The value of a one-element numeric tensor (0-d, [1], [1,1] …); nullopt for anything else.
 inline std::optional<double> scalar_value(const onnx::TensorProto& t,
                                           const std::filesystem::path& base_dir = {}) {
-  if (element_count(t) != 1) return std::nullopt;
-  const tensor_values values(t, base_dir);
-  if (!values.is_numeric()) return std::nullopt;
-  return values.as_double(0);
+  if (element_count(t) != 1 || !reads_as_numbers(static_cast<dtype>(t.data_type())))
+    return std::nullopt;
+  return tensor_values(t, base_dir).as_double(0);
 }
 
 }  // namespace fusekit

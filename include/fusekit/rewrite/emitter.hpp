@@ -57,7 +57,7 @@ class emitter {
   // Adds a node reading `inputs` (names of existing or emitted values; "" for an omitted input)
   // and returns its outputs.
   std::vector<std::string> ops(std::string_view op_type, std::vector<std::string> inputs,
-                               std::initializer_list<build::attr> attrs = {},
+                               const std::vector<build::attr>& attrs = {},
                                std::string_view domain = {}, int outputs = 1) {
     onnx::NodeProto& node = nodes_.emplace_back();
     node.set_op_type(std::string(op_type));

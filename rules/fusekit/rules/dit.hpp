@@ -23,6 +23,7 @@
 // contract's, in fused_ops.hpp.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -60,12 +61,6 @@ inline bool detour_is_a_transpose(const graph& g, node_id outer) {
          equal(t[3], d[2]) == truth::yes;
 }
 
-// Kᵀ as BNHS: transposed from BNSH or BSNH here, through the proven detour, or any other
-// [B, N, H, L] tensor as given (then transposed back on emit).
-inline constexpr auto k_detour =
-    op<"Reshape">(
-        op<"Transpose">(op<"Reshape">(capture<"k_flat">, any())).attr<"perm">(ints(0, 2, 1)), any())
-        .where("k's last two dims transposed", detour_is_a_transpose);
 // transformers' repeat_kv: Unsqueeze(2) → Expand(B, Nkv, r, L, H) → Reshape(B, Nkv·r, L, H), every
 // key/value head repeated r times in a row. Attention-23 does that itself for grouped heads and
 // reads the grouped tensor; MultiHeadAttention reads the repeated one.
@@ -86,13 +81,42 @@ inline bool repeats_heads_in_a_row(const graph& g, node_id reshape) {
          same(e, 3, x, 2) && same(e, 4, x, 3) && same(y, 0, x, 0) && same(y, 2, x, 2) &&
          same(y, 3, x, 3) && equal(*f.dim_of(y, 1), *f.dim_of(x, 1) * *repeats) == truth::yes;
 }
-template <fixed_string Grouped>
-inline constexpr auto repeated =
-    op<"Reshape">(op<"Expand">(op<"Unsqueeze">(capture<Grouped>, maybe(any())), any()), any())
-        .where("each key/value head repeated in a row", repeats_heads_in_a_row);
+template <fixed_string Grouped, class Source>
+constexpr auto repeated(Source source) {
+  return op<"Reshape">(op<"Expand">(op<"Unsqueeze">(capture<Grouped>(source), maybe(any())), any()),
+                       any())
+      .where("each key/value head repeated in a row", repeats_heads_in_a_row);
+}
+
+// A decoder step's cache: present = Concat(past, new) along the sequence axis of BNSH, a graph
+// output besides what attention reads. Both fused ops take past and new apart and write present
+// themselves; where the emit cannot move the cache into the op, the Concat stays as it is.
+inline bool along_sequence(const graph& g, node_id concat) {
+  const auto axis = g.attribute_int(concat, "axis");
+  return facts_of(g).rank(g.output(concat, 0)) == 4u && axis && (*axis == 2 || *axis == -2);
+}
+template <fixed_string Past, fixed_string New, fixed_string Cache>
+inline constexpr auto cached_or_not = any_of(op<"Concat">(capture<Past>, capture<New>)
+                                                 .where("concatenated along the sequence axis",
+                                                        along_sequence)
+                                                 .multi_use()
+                                                 .template bind<Cache>(),
+                                             any());
+inline constexpr auto k_source = cached_or_not<"k_past", "k_new", "k_cache">;
+inline constexpr auto v_source = cached_or_not<"v_past", "v_new", "v_cache">;
+// Kᵀ as BNHS: transposed from BNSH or BSNH here, through the proven detour, or any other
+// [B, N, H, L] tensor as given (then transposed back on emit).
+inline constexpr auto k_detour =
+    op<"Reshape">(op<"Transpose">(op<"Reshape">(capture<"k_flat">(any_of(
+                                                    repeated<"k_grouped">(k_source), k_source)),
+                                                any()))
+                      .attr<"perm">(ints(0, 2, 1)),
+                  any())
+        .where("k's last two dims transposed", detour_is_a_transpose);
 
 inline constexpr auto k_transposed = any_of(
-    op<"Transpose">(any_of(capture<"k_bnsh">(repeated<"k_grouped">), capture<"k_bnsh">))
+    op<"Transpose">(
+        any_of(capture<"k_bnsh">(repeated<"k_grouped">(k_source)), capture<"k_bnsh">(k_source)))
         .attr<"perm">(ints(0, 1, 3, 2)),
     op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour, capture<"kt">);
 
@@ -139,8 +163,8 @@ inline constexpr auto guarded =
            softmax);
 // Eager decoders cast after Softmax to the type it already has, sometimes twice: no-ops skipped.
 inline constexpr auto probs = optional<"Cast">(transparent(guarded)).bind<"down">();
-inline constexpr auto core =
-    op<"MatMul">(probs, any_of(capture<"v">(repeated<"v_grouped">), capture<"v">));
+inline constexpr auto core = op<"MatMul">(
+    probs, any_of(capture<"v">(repeated<"v_grouped">(v_source)), capture<"v">(v_source)));
 inline constexpr auto merged =
     op<"Reshape">(op<"Transpose">(core).attr<"perm">(ints(0, 2, 1, 3)), any());
 
@@ -316,6 +340,30 @@ void note(const graph& g, const M& m, rewrite::emitter& e) {
                                                            : "dropped: no bias can hide a row");
 }
 
+// Why a decoder step's cache stays a Concat outside the fused op ("" when the op takes it): the
+// op must read the concatenated k and v themselves (MultiHeadAttention reads repeated heads), and
+// nothing but the replaced nodes may read present before the fused node, which computes it.
+template <class M>
+std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
+  const value_id k_read = grouped            ? get<"k_grouped">(m)
+                          : has<"k_bnsh">(m) ? get<"k_bnsh">(m)
+                                             : get<"k_flat">(m);
+  const value_id v_read = grouped ? get<"v_grouped">(m) : get<"v">(m);
+  const node_id k_cache = get<"k_cache">(m), v_cache = get<"v_cache">(m);
+  if (k_cache == no_id || v_cache == no_id) return "only one of key and value is concatenated";
+  if (k_cache == v_cache) return "key and value are one Concat's output";
+  if (g.output(k_cache, 0) != k_read || g.output(v_cache, 0) != v_read)
+    return "the op reads the repeated heads, not the cache";
+  const auto nodes = m.nodes();
+  for (node_id cache : {k_cache, v_cache})
+    for (const use& u : g.consumers(g.output(cache, 0)))
+      if (std::find(nodes.begin(), nodes.end(), u.node) == nodes.end() &&
+          g.topological_position(u.node) < g.topological_position(m.root()))
+        return g.describe(u.node) + " reads '" + std::string(g.name(g.output(cache, 0))) +
+               "' before the attention";
+  return {};
+}
+
 // The fused op; `merged` asks for the (B, S, N·H) output, else BNSH.
 template <class M>
 std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged) {
@@ -330,13 +378,26 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged)
     else
       e.note("kv_heads", facts_of(g).text(kv_heads));
   }
-  const fused::operands in{.q = e.value(get<"q">(m)),
-                           .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(m, e),
-                           .v = e.value(grouped ? get<"v_grouped">(m) : get<"v">(m)),
-                           .bias = bias(g, m, e),
-                           .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
-                           .zero_hidden_rows = has<"p">(m)};
-  return fused::emit_attention(g, call_of(g, m), in, e, merged);
+  fused::operands in{.q = e.value(get<"q">(m)),
+                     .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(m, e),
+                     .v = e.value(grouped ? get<"v_grouped">(m) : get<"v">(m)),
+                     .bias = bias(g, m, e),
+                     .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
+                     .zero_hidden_rows = has<"p">(m)};
+  const bool cache = has<"k_cache">(m) || has<"v_cache">(m);
+  const std::string kept = cache ? cache_kept_because(g, m, grouped) : std::string();
+  if (cache)
+    e.note("kv_cache", kept.empty() ? "past and present in the fused op" : "Concat kept: " + kept);
+  if (cache && kept.empty()) {
+    in.k = e.value(get<"k_new">(m)), in.past_k = e.value(get<"k_past">(m));
+    in.v = e.value(get<"v_new">(m)), in.past_v = e.value(get<"v_past">(m));
+  }
+  const fused::attention_outputs out = fused::emit_attention(g, call_of(g, m), in, e, merged);
+  if (!in.past_k.empty()) {
+    e.replace(g.output(get<"k_cache">(m), 0), out.present_k);
+    e.replace(g.output(get<"v_cache">(m), 0), out.present_v);
+  }
+  return out.y;
 }
 
 }  // namespace dit

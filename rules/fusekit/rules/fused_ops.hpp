@@ -192,9 +192,16 @@ inline bool default_scale(const facts& f, const attention_call& c) {
 // Names of the emitted operands: q and v BNSH as the model has them, k already BNSH, the bias
 // (empty for none); for Attention's merged output, the model's own (B, S, N·H) shape to reuse.
 // `zero_hidden_rows`: the block zeroes the rows its bias hides entirely (torch's NaN guard).
+// `past_k`, `past_v`: a decoder step's cache, which the op extends by k and v (empty for none).
 struct operands {
   std::string q, k, v, bias, merged_shape;
   bool zero_hidden_rows = false;
+  std::string past_k{}, past_v{};
+};
+
+// What the emitted op computes: attention, and with a past cache the present one (BNSH).
+struct attention_outputs {
+  std::string y, present_k{}, present_v{};
 };
 
 // Both ops give NaN for a query row whose bias is −inf at every key, as Softmax does; torch's
@@ -211,48 +218,63 @@ inline std::string hidden_rows(const graph& g, const std::string& bias, dtype t,
 
 // Emits the op of the options' target for a call `admits` accepted. Returns the (B, S, N·H)
 // output if `merged`, else BNSH; each op writes one of them and the other is converted.
-inline std::string emit_attention(const graph& g, const attention_call& c, const operands& in,
-                                  rewrite::emitter& e, bool merged) {
+inline attention_outputs emit_attention(const graph& g, const attention_call& c, const operands& in,
+                                        rewrite::emitter& e, bool merged) {
   const facts& f = facts_of(g);
   const dtype t = g.type(c.q);
   const std::int64_t num_heads = heads_of(f, c, e.options());
-  const bool implicit = default_scale(f, c);
   const bool zero_rows = in.zero_hidden_rows && !in.bias.empty();
+  const bool cached = !in.past_k.empty();
+  const int outputs = cached ? 3 : 1;
   const auto perm_0213 = [] { return std::vector<std::int64_t>{0, 2, 1, 3}; };
+  const auto scale = [&](build::attr other) {
+    return default_scale(f, c) ? std::vector<build::attr>{other}
+                               : std::vector<build::attr>{other, {"scale", c.scale}};
+  };
   e.note("num_heads", num_heads);
   if (e.options().fused_target == target::onnx) {
     e.note("target", "ai.onnx Attention");
     std::vector<std::string> inputs{in.q, in.k, in.v};
-    if (!in.bias.empty()) inputs.push_back(in.bias);
-    std::string y = implicit ? e.op("Attention", inputs, {{"softmax_precision", dtype::float32}})
-                             : e.op("Attention", inputs,
-                                    {{"scale", c.scale}, {"softmax_precision", dtype::float32}});
-    if (zero_rows) y = e.op("Where", {hidden_rows(g, in.bias, t, e), e.constant(t, {}, {0.0}), y});
-    if (!merged) return y;
-    const auto bsnh = e.op("Transpose", {y}, {{"perm", perm_0213()}});
+    if (!in.bias.empty() || cached) inputs.push_back(in.bias);
+    if (cached) inputs.insert(inputs.end(), {in.past_k, in.past_v});
+    auto out =
+        e.ops("Attention", inputs, scale({"softmax_precision", dtype::float32}), {}, outputs);
+    attention_outputs r{out[0]};
+    if (cached) r.present_k = out[1], r.present_v = out[2];
+    if (zero_rows)
+      r.y = e.op("Where", {hidden_rows(g, in.bias, t, e), e.constant(t, {}, {0.0}), r.y});
+    if (!merged) return r;
+    const auto bsnh = e.op("Transpose", {r.y}, {{"perm", perm_0213()}});
     const std::string shape =
         in.merged_shape.empty() ? e.constant(dtype::int64, {3}, {0, 0, -1}) : in.merged_shape;
-    return e.op("Reshape", {bsnh, shape});
+    r.y = e.op("Reshape", {bsnh, shape});
+    return r;
   }
   e.note("target", "com.microsoft MultiHeadAttention");
   const auto q_bsnh = e.op("Transpose", {in.q}, {{"perm", perm_0213()}});
   const auto q_bsd = e.op("Reshape", {q_bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
-  // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias.
+  // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias, 6 and 7 the
+  // past key and value.
   std::vector<std::string> inputs{q_bsd, in.k, in.v};
-  if (!in.bias.empty()) inputs.insert(inputs.end(), {"", "", in.bias});
-  const std::string y =
-      implicit ? e.op("MultiHeadAttention", inputs, {{"num_heads", num_heads}}, "com.microsoft")
-               : e.op("MultiHeadAttention", inputs, {{"num_heads", num_heads}, {"scale", c.scale}},
-                      "com.microsoft");
-  if (merged && !zero_rows) return y;
+  if (!in.bias.empty() || cached) inputs.insert(inputs.end(), {"", "", in.bias});
+  if (cached) inputs.insert(inputs.end(), {in.past_k, in.past_v});
+  auto out = e.ops("MultiHeadAttention", inputs, scale({"num_heads", num_heads}), "com.microsoft",
+                   outputs);
+  attention_outputs r{out[0]};
+  if (cached) r.present_k = out[1], r.present_v = out[2];
+  if (merged && !zero_rows) return r;
   std::string bsnh =
-      e.op("Reshape", {y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
+      e.op("Reshape", {r.y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
   if (zero_rows) {
     const auto hidden = e.op("Transpose", {hidden_rows(g, in.bias, t, e)}, {{"perm", perm_0213()}});
     bsnh = e.op("Where", {hidden, e.constant(t, {}, {0.0}), bsnh});
-    if (merged) return e.op("Reshape", {bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
+    if (merged) {
+      r.y = e.op("Reshape", {bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
+      return r;
+    }
   }
-  return e.op("Transpose", {bsnh}, {{"perm", perm_0213()}});
+  r.y = e.op("Transpose", {bsnh}, {{"perm", perm_0213()}});
+  return r;
 }
 
 }  // namespace fusekit::rules::fused
