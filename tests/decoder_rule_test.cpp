@@ -47,6 +47,7 @@ struct decoder_block {
   bool value_cached = true;       // v's cache too, not only k's
   bool cache_shape_read = false;  // a Shape of present k, computed before the attention
   bool one_cache = false;         // v is k's cache too
+  bool present_returned = true;   // false: the Concats only join tokens, as SD3's do
 
   model build() const {
     model_builder b(opset);
@@ -58,7 +59,7 @@ struct decoder_block {
         auto past_x = b.input(std::string("past_") + name, type, {2, kv_heads, past, size});
         auto present =
             b.op("Concat", {past_x, x}, {{"axis", -2}}, {.name = std::string("present_") + name});
-        b.output(present, type, {2, kv_heads, past + 5, size});
+        if (present_returned) b.output(present, type, {2, kv_heads, past + 5, size});
         return present;
       };
       k = cache(k, "k", 8);
@@ -236,7 +237,10 @@ TEST(DecoderCache, TheConcatStaysWhereTheOpCannotWritePresent) {
       "Concat kept: the op reads the repeated heads, not the cache");
   // The op writes present key and value together, or neither.
   EXPECT_EQ(cache_note({.select = false, .padding = {}, .past = 3, .value_cached = false}),
-            "Concat kept: only one of key and value is concatenated");
+            "Concat kept: only one of key and value is a cache (concatenated and returned)");
+  // Joined along the sequence but not returned (SD3's text and image tokens): no cache at all.
+  EXPECT_EQ(cache_note({.select = false, .padding = {}, .past = 3, .present_returned = false}),
+            "no kv_cache note");
   // k and v read one Concat (a fuzzed model): the op cannot write one present twice.
   EXPECT_EQ(cache_note({.select = false, .padding = {}, .past = 3, .one_cache = true}),
             "Concat kept: key and value are one Concat's output");

@@ -340,6 +340,12 @@ void note(const graph& g, const M& m, rewrite::emitter& e) {
                                                            : "dropped: no bias can hide a row");
 }
 
+// A cache is a Concat along the sequence whose result the model returns (present); any other such
+// Concat (SD3's joint text and image tokens) is k or v as the op reads it.
+inline bool is_cache(const graph& g, node_id concat) {
+  return concat != no_id && g.is_graph_output(g.output(concat, 0));
+}
+
 // Why a decoder step's cache stays a Concat outside the fused op ("" when the op takes it): the
 // op must read the concatenated k and v themselves (MultiHeadAttention reads repeated heads), and
 // nothing but the replaced nodes may read present before the fused node, which computes it.
@@ -350,7 +356,8 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
                                              : get<"k_flat">(m);
   const value_id v_read = grouped ? get<"v_grouped">(m) : get<"v">(m);
   const node_id k_cache = get<"k_cache">(m), v_cache = get<"v_cache">(m);
-  if (k_cache == no_id || v_cache == no_id) return "only one of key and value is concatenated";
+  if (!is_cache(g, k_cache) || !is_cache(g, v_cache))
+    return "only one of key and value is a cache (concatenated and returned)";
   if (k_cache == v_cache) return "key and value are one Concat's output";
   if (g.output(k_cache, 0) != k_read || g.output(v_cache, 0) != v_read)
     return "the op reads the repeated heads, not the cache";
@@ -384,7 +391,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged)
                      .bias = bias(g, m, e),
                      .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
                      .zero_hidden_rows = has<"p">(m)};
-  const bool cache = has<"k_cache">(m) || has<"v_cache">(m);
+  const bool cache = is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m));
   const std::string kept = cache ? cache_kept_because(g, m, grouped) : std::string();
   if (cache)
     e.note("kv_cache", kept.empty() ? "past and present in the fused op" : "Concat kept: " + kept);
