@@ -17,6 +17,10 @@
 //                             → Reshape(B,S,D)]     NaN guard: output rows the bias hides entirely
 //                                                   are zeroed, as the guard zeroes them
 //
+//   decode step: k = Concat(past_k, new_k) ─┬─ present_k (graph output)
+//                                           └─ kᵀ …     → the op reads new_k and past_k and writes
+//                (v alike)                                present_k (and v's) itself
+//
 // Two rules share the pattern: dit-attention-merged also absorbs the trailing head merge
 // (Transpose + Reshape to (B,S,D)), which MultiHeadAttention's 3-D output makes free; it runs
 // first, and dit-attention takes the blocks without one. What the fused ops accept is their
