@@ -1,7 +1,8 @@
 // The whole pipeline on attention-like graphs: the fuzz input is decoded into a structurally valid
 // model (one or two attention blocks with random dims, dtypes, opsets, scale forms, kᵀ layouts,
-// masks, casts, extra readers of interior values, missing inputs, stray attributes, an If body),
-// serialized, loaded and fused; pipeline_check.hpp says what must hold.
+// masks, casts, a decode step's key/value cache, extra readers of interior values, missing inputs,
+// stray attributes, an If body), serialized, loaded and fused; pipeline_check.hpp says what must
+// hold.
 //
 // Every choice reads 0 from an exhausted input and 0 is the common case, so the empty input is a
 // plain fusible block and short inputs stay close to it.
@@ -56,7 +57,8 @@ class block_maker {
   value make() {
     const auto q = input("q", {n_.b, n_.h, n_.s, n_.d}, {"B", "H", "S", "D"});
     const value kt = key_transposed();
-    const auto v = input("v", {n_.b, n_.h_kv, n_.l, n_.d_v}, {"B", "Hkv", "L", "Dv"});
+    const auto v =
+        cached(input("v", {n_.b, n_.h_kv, n_.l, n_.d_v}, {"B", "Hkv", "L", "Dv"}), "v", n_.d_v);
     const auto form = pick(
         in_, std::array{scale_form::mul, scale_form::div, scale_form::mul_left,
                         scale_form::pre_scaled, scale_form::pre_scaled_unequal, scale_form::none});
@@ -142,9 +144,10 @@ class block_maker {
     switch (
         pick(in_, std::array{key_form::bnsh, key_form::bsnh, key_form::bnhs, key_form::detour})) {
       case key_form::bnsh:
-        return interior(g_.op("Transpose",
-                              {input("k", {n_.b, n_.h_kv, n_.l, n_.d}, {"B", "Hkv", "L", "D"})},
-                              {{"perm", perm({0, 1, 3, 2})}}));
+        return interior(g_.op(
+            "Transpose",
+            {cached(input("k", {n_.b, n_.h_kv, n_.l, n_.d}, {"B", "Hkv", "L", "D"}), "k", n_.d)},
+            {{"perm", perm({0, 1, 3, 2})}}));
       case key_form::bsnh:
         return interior(g_.op("Transpose",
                               {input("k", {n_.b, n_.l, n_.h_kv, n_.d}, {"B", "L", "Hkv", "D"})},
@@ -152,13 +155,28 @@ class block_maker {
       case key_form::bnhs:
         return input("kt", {n_.b, n_.h_kv, n_.d, n_.l}, {"B", "Hkv", "D", "L"});
       case key_form::detour: {
-        const value k = input("k", {n_.b, n_.h_kv, n_.l, n_.d}, {"B", "Hkv", "L", "D"});
+        const value k =
+            cached(input("k", {n_.b, n_.h_kv, n_.l, n_.d}, {"B", "Hkv", "L", "D"}), "k", n_.d);
         const value flat = g_.op("Reshape", {k, shape_constant({n_.b * n_.h_kv, n_.l, n_.d})});
         const value turned = g_.op("Transpose", {flat}, {{"perm", perm({0, 2, 1})}});
         return interior(g_.op("Reshape", {turned, shape_constant({n_.b, n_.h_kv, n_.d, n_.l})}));
       }
     }
     return {};
+  }
+
+  // A decode step's cache: Concat(past, new) along the sequence (or a wrong axis), which the model
+  // usually returns as present. The past is as long as the new keys, so a mask over L keys no
+  // longer fits: with and without a mask, both outcomes get fuzzed.
+  value cached(value x, const std::string& stem, std::int64_t head_size) {
+    if (in_.ConsumeIntegralInRange(0, 3) != 1) return x;
+    const value past = input("past_" + stem, {n_.b, n_.h_kv, n_.l, head_size},
+                             {"B", "Hkv", "L", stem == "k" ? "D" : "Dv"});
+    const value present =
+        g_.op("Concat", {past, x}, {{"axis", pick(in_, std::array<std::int64_t, 3>{-2, 2, 1})}});
+    if (in_.ConsumeIntegralInRange(0, 3) != 0)
+      g_.output(present, t_, shape_spec({"c0", "c1", "c2", "c3"}));
+    return interior(present);
   }
 
   value shape_constant(std::vector<std::int64_t> dims) {
