@@ -395,16 +395,18 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged)
                      .bias = bias(g, m, e),
                      .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
                      .zero_hidden_rows = has<"p">(m)};
-  const bool cache = is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m));
-  const std::string kept = cache ? cache_kept_because(g, m, grouped) : std::string();
-  if (cache)
-    e.note("kv_cache", kept.empty() ? "past and present in the fused op" : "Concat kept: " + kept);
-  if (cache && kept.empty()) {
+  bool absorbed = false;
+  if (is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m))) {
+    const std::string kept = cache_kept_because(g, m, grouped);
+    absorbed = kept.empty();
+    e.note("kv_cache", absorbed ? "past and present in the fused op" : "Concat kept: " + kept);
+  }
+  if (absorbed) {
     in.k = e.value(get<"k_new">(m)), in.past_k = e.value(get<"k_past">(m));
     in.v = e.value(get<"v_new">(m)), in.past_v = e.value(get<"v_past">(m));
   }
   const fused::attention_outputs out = fused::emit_attention(g, call_of(g, m), in, e, merged);
-  if (!in.past_k.empty()) {
+  if (absorbed) {
     e.replace(g.output(get<"k_cache">(m), 0), out.present_k);
     e.replace(g.output(get<"v_cache">(m), 0), out.present_v);
   }

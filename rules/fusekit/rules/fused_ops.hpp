@@ -204,6 +204,20 @@ struct attention_outputs {
   std::string y, present_k{}, present_v{};
 };
 
+// The fused op's inputs from its bias on (`bias_slot` is where the bias goes; the past key and
+// value follow it), and its outputs read back, both as either op lays them out.
+inline void add_bias_and_past(std::vector<std::string>& inputs, std::size_t bias_slot,
+                              const operands& in) {
+  if (in.bias.empty() && in.past_k.empty()) return;
+  inputs.resize(bias_slot);
+  inputs.push_back(in.bias);
+  if (!in.past_k.empty()) inputs.insert(inputs.end(), {in.past_k, in.past_v});
+}
+inline attention_outputs outputs_of(const std::vector<std::string>& out) {
+  if (out.size() == 1) return {out[0]};
+  return {out[0], out[1], out[2]};
+}
+
 // Both ops give NaN for a query row whose bias is −inf at every key, as Softmax does; torch's
 // NaN guard makes that row's probabilities 0, so its output is 0. The same rows, found from the
 // bias alone: (B|1, N|1, S, 1), true where the row's largest bias is −inf.
@@ -224,8 +238,7 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
   const dtype t = g.type(c.q);
   const std::int64_t num_heads = heads_of(f, c, e.options());
   const bool zero_rows = in.zero_hidden_rows && !in.bias.empty();
-  const bool cached = !in.past_k.empty();
-  const int outputs = cached ? 3 : 1;
+  const int outputs = in.past_k.empty() ? 1 : 3;
   const auto perm_0213 = [] { return std::vector<std::int64_t>{0, 2, 1, 3}; };
   const auto scale = [&](build::attr other) {
     return default_scale(f, c) ? std::vector<build::attr>{other}
@@ -235,12 +248,9 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
   if (e.options().fused_target == target::onnx) {
     e.note("target", "ai.onnx Attention");
     std::vector<std::string> inputs{in.q, in.k, in.v};
-    if (!in.bias.empty() || cached) inputs.push_back(in.bias);
-    if (cached) inputs.insert(inputs.end(), {in.past_k, in.past_v});
-    auto out =
-        e.ops("Attention", inputs, scale({"softmax_precision", dtype::float32}), {}, outputs);
-    attention_outputs r{out[0]};
-    if (cached) r.present_k = out[1], r.present_v = out[2];
+    add_bias_and_past(inputs, 3, in);
+    attention_outputs r = outputs_of(
+        e.ops("Attention", inputs, scale({"softmax_precision", dtype::float32}), {}, outputs));
     if (zero_rows)
       r.y = e.op("Where", {hidden_rows(g, in.bias, t, e), e.constant(t, {}, {0.0}), r.y});
     if (!merged) return r;
@@ -256,12 +266,9 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
   // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias, 6 and 7 the
   // past key and value.
   std::vector<std::string> inputs{q_bsd, in.k, in.v};
-  if (!in.bias.empty() || cached) inputs.insert(inputs.end(), {"", "", in.bias});
-  if (cached) inputs.insert(inputs.end(), {in.past_k, in.past_v});
-  auto out = e.ops("MultiHeadAttention", inputs, scale({"num_heads", num_heads}), "com.microsoft",
-                   outputs);
-  attention_outputs r{out[0]};
-  if (cached) r.present_k = out[1], r.present_v = out[2];
+  add_bias_and_past(inputs, 5, in);
+  attention_outputs r = outputs_of(e.ops(
+      "MultiHeadAttention", inputs, scale({"num_heads", num_heads}), "com.microsoft", outputs));
   if (merged && !zero_rows) return r;
   std::string bsnh =
       e.op("Reshape", {r.y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
