@@ -48,6 +48,14 @@ struct decoder_block {
   bool cache_shape_read = false;  // a Shape of present k, computed before the attention
   bool one_cache = false;         // v is k's cache too
   bool present_returned = true;   // false: the Concats only join tokens, as SD3's do
+  // The select's condition a constant lower triangle (GPT-2's sliced buffer), not an input;
+  // `band` > 0 also hides the keys `band` or more behind each query.
+  bool constant_triangle = false;
+  std::int64_t band = 0;
+  // SDPA's causal mask as TorchScript writes it, added to the scores:
+  // Where(Equal(Trilu(Expand(1, [5, L]), upper=0, k), 0), fill, 0).
+  bool trilu_mask = false;
+  std::int64_t trilu_k = 0;
 
   model build() const {
     model_builder b(opset);
@@ -88,11 +96,29 @@ struct decoder_block {
     auto scores = b.op("MatMul", {q, kt}, {}, {.name = "scores"});
     value x = b.op("Div", {scores, b.initializer("divisor", type, divisor_dims, {divisor})}, {},
                    {.name = "scaled"});
+    const std::int64_t keys = 5 + past;
     if (select) {
-      auto condition = b.input(hide_form ? "hidden" : "causal", dtype::boolean, {1, 1, 5, 5});
+      value condition;
+      if (constant_triangle) {
+        std::vector<double> lower;
+        for (std::int64_t i = 0; i < 5; ++i)
+          for (std::int64_t j = 0; j < keys; ++j)
+            lower.push_back(j <= i && (band == 0 || j > i - band) ? 1.0 : 0.0);
+        condition = b.initializer("causal", dtype::boolean, {1, 1, 5, keys}, lower);
+      } else {
+        condition = b.input(hide_form ? "hidden" : "causal", dtype::boolean, {1, 1, 5, 5});
+      }
       auto filler = b.scalar(type, fill);
       x = hide_form ? b.op("Where", {condition, filler, x}, {}, {.name = "select"})
                     : b.op("Where", {condition, x, filler}, {}, {.name = "select"});
+    }
+    if (trilu_mask) {
+      auto ones = b.op("Expand", {b.scalar(dtype::float32, 1.0),
+                                  b.initializer(dtype::int64, {2}, {5.0, double(keys)})});
+      auto lower = b.op("Trilu", {ones, b.scalar(dtype::int64, double(trilu_k))}, {{"upper", 0}},
+                        {.name = "tril"});
+      auto hidden = b.op("Equal", {lower, b.scalar(dtype::float32, 0.0)});
+      x = b.op("Add", {x, b.op("Where", {hidden, b.scalar(type, fill), b.scalar(type, 0.0)})});
     }
     if (!padding.empty()) x = b.op("Add", {x, b.input("padding", type, dims(padding))});
     auto p = b.op("Softmax", {x}, {{"axis", -1}}, {.name = "softmax"});
@@ -168,6 +194,92 @@ TEST(DecoderSelect, NearMisses) {
   EXPECT_EQ(near_miss({.select = false, .padding = {2, 1, 1, 5}}),
             "MatMul 'context': the mask [2, 1, 1, 5] is not proven to be (batch or 1, heads or 1, "
             "sequence, key length) for q [2, 4, 5, 8] and v [2, 4, 5, 8]");
+}
+
+// ---- causality alone: the op's own causal form
+
+// Fuses and returns the one fusion's causal note ("yes" when the mask became the op's).
+std::string causal_note(const decoder_block& spec, target t = target::ort) {
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m, on(t));
+  if (report.fusions.size() != 1) return "fusions: " + std::to_string(report.fusions.size());
+  fusekit::rewrite::check_invariants(m);
+  if (report.fusions[0].params["mask"] == "causal, the op's own") return "yes";
+  return report.fusions[0].params.value("causal", "no causal note");
+}
+
+const onnx::AttributeProto* attribute(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+TEST(DecoderCausal, TorchScriptsTriluMaskBecomesUnidirectionalMultiHeadAttention) {
+  model m =
+      decoder_block{.fill = minus_inf, .select = false, .padding = {}, .trilu_mask = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["mask"], "causal, the op's own");
+  // The mask's computation goes with the last block that read it.
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Transpose", "Reshape", "MultiHeadAttention",
+                                                   "Reshape", "Transpose"}));
+  EXPECT_EQ(m.proto.graph().initializer_size(), 2);  // the two shapes of the head reshapes
+  const auto& mha = m.proto.graph().node(2);
+  EXPECT_EQ(mha.input_size(), 3);  // no attention bias
+  ASSERT_NE(attribute(mha, "unidirectional"), nullptr);
+  EXPECT_EQ(attribute(mha, "unidirectional")->i(), 1);
+  ASSERT_NE(attribute(mha, "mask_filter_value"), nullptr);
+  EXPECT_EQ(attribute(mha, "mask_filter_value")->f(), std::numeric_limits<float>::lowest());
+  const std::string once = bytes(m);
+  EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
+  EXPECT_EQ(bytes(m), once);
+}
+
+TEST(DecoderCausal, GptTwosConstantTriangleSelectBecomesIsCausalAttention) {
+  model m = decoder_block{.opset = 23, .padding = {}, .constant_triangle = true}.build();
+  const auto report = fusekit::rules::fuse_all(m, on(target::onnx));
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["mask"], "causal, the op's own");
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Attention"}));
+  EXPECT_EQ(m.proto.graph().initializer_size(), 0);  // the triangle goes too
+  const auto& attention = m.proto.graph().node(0);
+  EXPECT_EQ(attention.input_size(), 3);
+  ASSERT_NE(attribute(attention, "is_causal"), nullptr);
+  EXPECT_EQ(attribute(attention, "is_causal")->i(), 1);
+}
+
+TEST(DecoderCausal, NearMissesKeepTheMaskAsTheBias) {
+  EXPECT_EQ(causal_note({.padding = {}, .constant_triangle = true}), "yes");
+  // A band also hides the keys three or more behind: sliding-window attention, not causality.
+  EXPECT_EQ(causal_note({.padding = {}, .constant_triangle = true, .band = 3}),
+            "no: the constant 'causal' hides key 0 to query 3, which causality shows");
+  // A condition the model is given may hide anything.
+  EXPECT_EQ(causal_note({.padding = {}}),
+            "no: 'causal' is an input of the model, which fusekit does not prove causal");
+  // Causality and padding summed: a row padding hides entirely is uniform in the model.
+  EXPECT_EQ(causal_note({.constant_triangle = true}), "no: a select and an added mask, summed");
+
+  // The 2-D Trilu mask is an attention bias only Attention takes.
+  const decoder_block trilu{
+      .opset = 23, .fill = minus_inf, .select = false, .padding = {}, .trilu_mask = true};
+  EXPECT_EQ(causal_note(trilu, target::onnx), "yes");
+  // k = −1 hides the diagonal too: query 0 would see no key at all.
+  auto below_diagonal = trilu;
+  below_diagonal.trilu_k = -1;
+  EXPECT_EQ(causal_note(below_diagonal, target::onnx),
+            "no: Trilu 'tril' (upper 0, k -1) keeps a triangle other than the causal one");
+  // float16's finfo.min added to a score of 20 no longer hides it as the op's −inf would.
+  auto half = trilu;
+  half.type = dtype::float16, half.fill = -65504;
+  EXPECT_EQ(causal_note(half, target::onnx),
+            "no: the mask fills with -65504, which hides less than −inf");
+  // 5 queries on 8 keys (3 joined before them): a decoder's diagonal would be bottom-right, the
+  // mask's is top-left; the ops put it where the mask does only for as many queries as keys.
+  auto longer = trilu;
+  longer.past = 3, longer.present_returned = false;
+  EXPECT_EQ(causal_note(longer, target::onnx),
+            "no: the query length 5 and key length 8 are not proven equal, where causality's "
+            "diagonal is the same top-left and bottom-right");
 }
 
 // ---- a decode step's cache

@@ -56,7 +56,10 @@ class Block:
     divisor: float | None = None  # div: the constant written, when not 1/scale
     k_layout: str = "bnsh"  # bnsh | bsnh | bnhs | detour
     casts: str = "none"  # none | float32 | float64 (round trip around Softmax)
-    mask: tuple | str | None = None  # a shape of an additive input mask, "where", or None
+    # A shape of an additive input mask; "where" (a bool input selecting 0 or −inf, added);
+    # "causal_trilu" (SDPA's is_causal as TorchScript writes it, added); "causal_select" or
+    # "band_select" (a constant triangle, or band, selecting the scores or finfo.min); or None.
+    mask: tuple | str | None = None
     nan_guard: bool = False
     merge: bool = False
     softmax_axis: int | None = -1  # None: attribute left out (the opset's default)
@@ -223,6 +226,20 @@ def build(blk: Block) -> onnx.ModelProto:
         bias = g.op("Where", ["keep", g.const(np.array(0, st)),
                               g.const(np.array(-np.inf, st))])
         scaled = g.op("Add", [scaled, bias])
+    elif blk.mask == "causal_trilu":
+        ones = g.op("Expand", [g.const(np.array([1.0], np.float32)),
+                               g.const(np.array([blk.s, blk.total], np.int64))])
+        hidden = g.op("Equal", [g.op("Trilu", [ones], upper=0),
+                                g.const(np.array([0.0], np.float32))])
+        bias = g.op("Where", [hidden, g.const(np.array([-np.inf], st)),
+                              g.const(np.array([0.0], st))])
+        scaled = g.op("Add", [scaled, bias])
+    elif blk.mask in ("causal_select", "band_select"):
+        i, j = np.arange(blk.s)[:, None], np.arange(blk.total)[None, :]
+        keep = (j <= i) & ((j > i - 2) if blk.mask == "band_select" else True)
+        fill = np.finfo(np.float32).min if st == np.float32 else -np.inf
+        scaled = g.op("Where", [g.const(keep.reshape(1, 1, blk.s, blk.total)), scaled,
+                                g.const(np.array(fill, st))])
     elif blk.mask is not None:
         scaled = g.op("Add", [scaled, "mask"])
     axis = {} if blk.softmax_axis is None else {"axis": blk.softmax_axis}
@@ -330,6 +347,8 @@ class Kind:
     breaks: dict[str, str] = field(default_factory=dict)
     # Not a valid model: the CLI must refuse it (exit 1, nothing written).
     invalid: bool = False
+    # The mask the fusion must report (its "mask" note) where it fuses; None: any.
+    mask_note: str | None = None
 
 
 def _mask_shape(blk: Block, rng: np.random.Generator) -> tuple:
@@ -367,6 +386,14 @@ KINDS: list[Kind] = [
     Kind("float32_no_casts", _set(dtype=np.float32, casts="none")),
     Kind("mask_input", _set(mask=_mask_shape, casts=_no_casts)),
     Kind("mask_where_bool", _set(mask="where", casts=_no_casts, nan_guard=True)),
+    # Causality alone, proven, as many queries as keys: the op's own causal form, no bias.
+    Kind("mask_causal_trilu", _set(mask="causal_trilu", casts=_no_casts, shapes="static",
+                                   l=lambda b, r: b.s), mask_note="causal, the op's own"),
+    Kind("select_causal_triangle", _set(mask="causal_select", casts=_no_casts, shapes="static",
+                                        l=lambda b, r: b.s), mask_note="causal, the op's own"),
+    # A band hides more than the future: it stays the bias.
+    Kind("select_band", _set(mask="band_select", casts=_no_casts, shapes="static", s=5, l=5),
+         mask_note="select, as attention bias"),
     Kind("nan_guard", _set(nan_guard=True)),
     Kind("head_merge", _set(merge=True)),
     Kind("symbolic_batch_and_sequence", _set(shapes="symbolic")),

@@ -216,7 +216,7 @@ struct graph_edit {
       read.insert(c->reads.begin(), c->reads.end());
     }
     std::unordered_set<node_id> dead = dead_nodes(g, prints);
-    add_dead_constants(g, prints, dead);
+    add_orphans(g, prints, dead);
     std::vector<char> gone(g.node_count(), 0);
     for (node_id n : dead) gone[n] = 1;
 

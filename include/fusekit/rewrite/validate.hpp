@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -60,25 +61,38 @@ inline std::unordered_set<node_id> dead_nodes(const graph& g, std::span<const fo
   return dead;
 }
 
-// Constant nodes that only dying nodes read, which die with them.
-inline void add_dead_constants(const graph& g, std::span<const footprint> edits,
-                               std::unordered_set<node_id>& dead) {
+// The nodes only dying nodes read, which die with them, and so on upstream: a Constant, or the
+// computation of a mask a fused op now applies itself. A node whose output is a graph output, or
+// an emitted node reads, stays; so does anything the edits did not leave unread (a node no one
+// read before stays as the model has it). Each dying node's reads are counted off once: linear
+// in what dies.
+inline void add_orphans(const graph& g, std::span<const footprint> edits,
+                        std::unordered_set<node_id>& dead) {
   std::unordered_set<value_id> read;
   for (const footprint& e : edits) read.insert(e.reads.begin(), e.reads.end());
-  // Each Constant is judged once: one shared by every layer has as many readers as layers.
-  std::unordered_set<node_id> constants, judged;
-  for (node_id n : dead)
+  std::unordered_map<node_id, std::size_t> readers_left;  // uses of a producer's outputs
+  std::vector<node_id> work(dead.begin(), dead.end());
+  while (!work.empty()) {
+    const node_id n = work.back();
+    work.pop_back();
     for (value_id in : g.inputs(n)) {
-      const node_id p = g.producer(in);
-      if (p == no_id || dead.contains(p) || g.op_type(p) != "Constant" || !g.domain(p).empty() ||
-          g.is_graph_output(in) || read.contains(in) || !judged.insert(p).second)
-        continue;
-      const auto uses = g.consumers(in);
-      if (std::all_of(uses.begin(), uses.end(),
-                      [&](const use& u) { return dead.contains(u.node); }))
-        constants.insert(p);
+      const node_id p = in == no_id ? no_id : g.producer(in);
+      if (p == no_id || dead.contains(p)) continue;
+      auto [left, first] = readers_left.try_emplace(p, 0);
+      if (first) {
+        for (value_id out : g.outputs(p)) {
+          if (out == no_id) continue;
+          // Never counted down to 0: a graph output or what an emitted node reads.
+          if (g.is_graph_output(out) || read.contains(out)) ++left->second;
+          left->second += g.consumers(out).size();
+        }
+      }
+      if (--left->second == 0) {
+        dead.insert(p);
+        work.push_back(p);
+      }
     }
-  dead.insert(constants.begin(), constants.end());
+  }
 }
 
 // Checks one emitted edit; fills its footprint's reads and replaced values. Returns why the edit

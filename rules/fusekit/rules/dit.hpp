@@ -16,6 +16,8 @@
 //                            [Transpose(0,2,1,3)
 //                             → Reshape(B,S,D)]     NaN guard: output rows the bias hides entirely
 //                                                   are zeroed, as the guard zeroes them
+//   a mask that is causality alone (Trilu, a constant lower triangle) and as many queries as
+//   keys: no bias; MultiHeadAttention unidirectional, Attention is_causal
 //
 //   decode step: k = Concat(past_k, new_k) ─┬─ present_k (graph output)
 //                                           └─ kᵀ …     → the op reads new_k and past_k and writes
@@ -34,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "causal.hpp"
 #include "fused_ops.hpp"
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/pattern/pattern.hpp"
@@ -216,7 +219,56 @@ inline bool fill_absorbs_scores(double fill, dtype t) {
          fill <= 0.5 * double(std::numeric_limits<float>::lowest());
 }
 
-// What the block adds to the scaled scores, as the fused ops' bias: the mask, the select turned
+// Why the block's mask is not causality alone ("" when it is). Then the op hides the keys after
+// each query itself and the mask's computation goes where nothing else reads it. Both ops put the
+// diagonal top-left, as the mask does, and so does a decoder's bottom-right one when queries and
+// keys are as many. A fill that absorbs the scores hides as −inf does in every row that keeps a
+// key, and every causal row keeps its own.
+template <class M>
+std::string not_causal_because(const graph& g, const M& m) {
+  using causal::side;
+  if (has<"select">(m) && has<"mask">(m)) return "a select and an added mask, summed";
+  const facts& f = facts_of(g);
+  const value_id q = get<"q">(m), v = get<"v">(m);
+  if (f.rank(q) != 4u || f.rank(v) != 4u) return "q and v are not proven 4-D";
+  const sym &s = *f.dim_of(q, 2), &l = *f.dim_of(v, 2);
+  std::string refused;
+  if (has<"select">(m)) {
+    refused = has<"keep">(m) ? causal::not_triangular(g, get<"keep">(m), side::keep, s, l)
+                             : causal::not_triangular(g, get<"hide">(m), side::hide, s, l);
+  } else {
+    value_id mask = get<"mask">(m);
+    node_id p = g.producer(mask);
+    for (; p != no_id && g.domain(p).empty() && g.op_type(p) == "Expand"; p = g.producer(mask))
+      mask = g.input(p, 0);
+    if (p == no_id || !g.domain(p).empty() || g.op_type(p) != "Where")
+      return "the mask '" + std::string(g.name(mask)) + "' " + causal::origin(g, mask) +
+             ", not Where(causal, 0, fill)";
+    const auto shown = causal::uniform_value(g, g.input(p, 1)),
+               other = causal::uniform_value(g, g.input(p, 2));
+    const bool hide = other == 0.0 && shown.has_value();
+    if (!hide && !(shown == 0.0 && other.has_value()))
+      return g.describe(p) + " does not choose between 0 and one fill";
+    const double fill = hide ? *shown : *other;
+    if (!fill_absorbs_scores(fill, g.type(q)))
+      return "the mask fills with " + pattern::number_text(fill) + ", which hides less than −inf";
+    refused = causal::not_triangular(g, g.input(p, 0), hide ? side::hide : side::keep, s, l);
+  }
+  if (!refused.empty()) return refused;
+  if (equal(s, l) != truth::yes)
+    return "the query length " + f.text(s) + " and key length " + f.text(l) +
+           " are not proven equal, where causality's diagonal is the same top-left and "
+           "bottom-right";
+  return {};
+}
+
+template <class M>
+bool causal_alone(const graph& g, const M& m) {
+  return (has<"select">(m) || has<"mask">(m)) && not_causal_because(g, m).empty();
+}
+
+// What the block adds to the scaled scores, as the fused ops' bias (none where the op applies
+// causality itself): the mask, the select turned
 // additive (Where(keep, 0, fill)), or their sum.
 template <class M>
 fused::attention_call call_of(const graph& g, const M& m) {
@@ -229,7 +281,7 @@ fused::attention_call call_of(const graph& g, const M& m) {
     parts = {g.input(select, 0), g.input(select, has<"keep">(m) ? 2 : 1)};
   }
   if (has<"mask">(m)) parts.push_back(get<"mask">(m));
-  if (parts.empty()) return c;
+  if (parts.empty() || causal_alone(g, m)) return c;
   c.has_bias = true;
   c.bias_type = has<"mask">(m) ? g.type(get<"mask">(m)) : g.type(c.q);
   std::optional<std::vector<sym>> dims{std::vector<sym>{}};
@@ -326,7 +378,7 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e) {
 }
 
 template <class M>
-void note(const graph& g, const M& m, rewrite::emitter& e) {
+void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
   e.note("scale", scale_of(g, m));
   e.note("scale_form", has<"q_factor">(m) ? "q and kᵀ pre-scaled" : "scores post-scaled");
   e.note("casts_removed", int(get<"up">(m) != no_id) + int(get<"down">(m) != no_id));
@@ -335,11 +387,13 @@ void note(const graph& g, const M& m, rewrite::emitter& e) {
                      : has<"k_flat">(m) ? "BNSH via a 3-D transpose"
                                         : "BNHS");
   e.note("dtype", std::string(dtype_name(g.type(get<"q">(m)))));
-  e.note("mask", has<"select">(m) && has<"mask">(m) ? "select and attention bias, summed"
-                 : has<"select">(m)                 ? "select, as attention bias"
-                 : has<"mask">(m)                   ? "attention bias"
-                                                    : "none");
-  e.note("nan_guard", !has<"p">(m)                         ? "none"
+  e.note("mask", causal                               ? "causal, the op's own"
+                 : has<"select">(m) && has<"mask">(m) ? "select and attention bias, summed"
+                 : has<"select">(m)                   ? "select, as attention bias"
+                 : has<"mask">(m)                     ? "attention bias"
+                                                      : "none");
+  e.note("nan_guard", !has<"p">(m) ? "none"
+                      : causal     ? "dropped: causality hides no row entirely"
                       : has<"mask">(m) || has<"select">(m) ? "rows the bias hides entirely give 0"
                                                            : "dropped: no bias can hide a row");
 }
@@ -378,7 +432,11 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
 // The fused op; `merged` asks for the (B, S, N·H) output, else BNSH.
 template <class M>
 std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged) {
-  note(g, m, e);
+  const bool masked = has<"select">(m) || has<"mask">(m);
+  const std::string not_causal = masked ? not_causal_because(g, m) : "no mask";
+  const bool causal = not_causal.empty();
+  note(g, m, e, causal);
+  if (masked && !causal) e.note("causal", "no: " + not_causal);
   // Attention takes grouped key/value heads as they are, before repeat_kv.
   const bool grouped =
       e.options().fused_target == fused::target::onnx && has<"k_grouped">(m) && has<"v_grouped">(m);
@@ -392,9 +450,10 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged)
   fused::operands in{.q = e.value(get<"q">(m)),
                      .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(m, e),
                      .v = e.value(grouped ? get<"v_grouped">(m) : get<"v">(m)),
-                     .bias = bias(g, m, e),
+                     .bias = causal ? "" : bias(g, m, e),
                      .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
-                     .zero_hidden_rows = has<"p">(m)};
+                     .zero_hidden_rows = has<"p">(m),
+                     .causal = causal};
   bool absorbed = false;
   if (is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m))) {
     const std::string kept = cache_kept_because(g, m, grouped);

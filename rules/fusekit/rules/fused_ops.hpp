@@ -2,14 +2,18 @@
 // what a rule must prove before it may emit the op. Every rule's guard asks `admits`; every emit
 // goes through `emit_attention`.
 //
+// clang-format off
 //                 com.microsoft MultiHeadAttention        ai.onnx Attention (opset ≥ 23)
 //                 (--target ort)                           (--target onnx)
 //   dtype         float32, float16                         float32, float16, bfloat16
-//   q, k, v       q (B,S,N·H), k and v (B,N,L,H)           q (B,Nq,S,H), k (B,Nkv,L,H), v
-//   (B,Nkv,L,Hv) heads         one count for q, k and v                 Nq a multiple of Nkv head
-//   size     one for q, k and v                       v's may differ bias          attention_bias
-//   (B|1, N|1, S, L)          attn_mask, the same shapes scale         a float32 attribute:
-//   positive, finite, not rounded to 0
+//   q, k, v       q (B,S,N·H), k and v (B,N,L,H)           q (B,Nq,S,H), k (B,Nkv,L,H),
+//                                                          v (B,Nkv,L,Hv)
+//   heads         one count for q, k and v                 Nq a multiple of Nkv
+//   head size     one for q, k and v                       v's may differ
+//   bias          attention_bias (B|1, N|1, S, L)          attn_mask, the same shapes
+//   causal        unidirectional (S = L only)              is_causal (S = L only)
+//   scale         a float32 attribute: positive, finite, not rounded to 0
+// clang-format on
 //
 // float64 is refused by both: MultiHeadAttention has no float64 kernel, and Attention would compute
 // its softmax in a narrower type than the model does.
@@ -193,10 +197,13 @@ inline bool default_scale(const facts& f, const attention_call& c) {
 // (empty for none); for Attention's merged output, the model's own (B, S, N·H) shape to reuse.
 // `zero_hidden_rows`: the block zeroes the rows its bias hides entirely (torch's NaN guard).
 // `past_k`, `past_v`: a decoder step's cache, which the op extends by k and v (empty for none).
+// `causal`: the op hides the keys after each query itself, the diagonal top-left (the rule has
+// proven that is where the model's mask puts it).
 struct operands {
   std::string q, k, v, bias, merged_shape;
   bool zero_hidden_rows = false;
   std::string past_k{}, past_v{};
+  bool causal = false;
 };
 
 // What the emitted op computes: attention, and with a past cache the present one (BNSH).
@@ -240,17 +247,19 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
   const bool zero_rows = in.zero_hidden_rows && !in.bias.empty();
   const int outputs = in.past_k.empty() ? 1 : 3;
   const auto perm_0213 = [] { return std::vector<std::int64_t>{0, 2, 1, 3}; };
-  const auto scale = [&](build::attr other) {
-    return default_scale(f, c) ? std::vector<build::attr>{other}
-                               : std::vector<build::attr>{other, {"scale", c.scale}};
+  const auto attributes = [&](std::vector<build::attr> own) {
+    if (!default_scale(f, c)) own.emplace_back("scale", c.scale);
+    return own;
   };
   e.note("num_heads", num_heads);
   if (e.options().fused_target == target::onnx) {
     e.note("target", "ai.onnx Attention");
     std::vector<std::string> inputs{in.q, in.k, in.v};
     add_bias_and_past(inputs, 3, in);
-    attention_outputs r = outputs_of(
-        e.ops("Attention", inputs, scale({"softmax_precision", dtype::float32}), {}, outputs));
+    std::vector<build::attr> own{{"softmax_precision", dtype::float32}};
+    if (in.causal) own.emplace_back("is_causal", 1);
+    attention_outputs r =
+        outputs_of(e.ops("Attention", inputs, attributes(std::move(own)), {}, outputs));
     if (zero_rows)
       r.y = e.op("Where", {hidden_rows(g, in.bias, t, e), e.constant(t, {}, {0.0}), r.y});
     if (!merged) return r;
@@ -267,8 +276,14 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
   // past key and value.
   std::vector<std::string> inputs{q_bsd, in.k, in.v};
   add_bias_and_past(inputs, 5, in);
-  attention_outputs r = outputs_of(e.ops(
-      "MultiHeadAttention", inputs, scale({"num_heads", num_heads}), "com.microsoft", outputs));
+  std::vector<build::attr> own{{"num_heads", num_heads}};
+  // MultiHeadAttention hides the causal keys with mask_filter_value: the lowest float32 hides
+  // them as the model's −inf or finfo.min does, where the default −10000 is a score like others.
+  if (in.causal)
+    own.insert(own.end(), {{"unidirectional", 1},
+                           {"mask_filter_value", double(std::numeric_limits<float>::lowest())}});
+  attention_outputs r = outputs_of(
+      e.ops("MultiHeadAttention", inputs, attributes(std::move(own)), "com.microsoft", outputs));
   if (merged && !zero_rows) return r;
   std::string bsnh =
       e.op("Reshape", {r.y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
