@@ -103,8 +103,9 @@ struct decoder_block {
         std::vector<double> lower;
         for (std::int64_t i = 0; i < 5; ++i)
           for (std::int64_t j = 0; j < keys; ++j)
-            lower.push_back(j <= i && (band == 0 || j > i - band) ? 1.0 : 0.0);
-        condition = b.initializer("causal", dtype::boolean, {1, 1, 5, keys}, lower);
+            lower.push_back((j <= i && (band == 0 || j > i - band)) != hide_form ? 1.0 : 0.0);
+        condition =
+            b.initializer(hide_form ? "hidden" : "causal", dtype::boolean, {1, 1, 5, keys}, lower);
       } else {
         condition = b.input(hide_form ? "hidden" : "causal", dtype::boolean, {1, 1, 5, 5});
       }
@@ -250,9 +251,12 @@ TEST(DecoderCausal, GptTwosConstantTriangleSelectBecomesIsCausalAttention) {
 
 TEST(DecoderCausal, NearMissesKeepTheMaskAsTheBias) {
   EXPECT_EQ(causal_note({.padding = {}, .constant_triangle = true}), "yes");
+  EXPECT_EQ(causal_note({.hide_form = true, .padding = {}, .constant_triangle = true}), "yes");
   // A band also hides the keys three or more behind: sliding-window attention, not causality.
   EXPECT_EQ(causal_note({.padding = {}, .constant_triangle = true, .band = 3}),
             "no: the constant 'causal' hides key 0 to query 3, which causality shows");
+  EXPECT_EQ(causal_note({.hide_form = true, .padding = {}, .constant_triangle = true, .band = 3}),
+            "no: the constant 'hidden' hides key 0 to query 3, which causality shows");
   // A condition the model is given may hide anything.
   EXPECT_EQ(causal_note({.padding = {}}),
             "no: 'causal' is an input of the model, which fusekit does not prove causal");

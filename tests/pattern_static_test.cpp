@@ -294,6 +294,8 @@ static_assert(constant<"m">.rule == tensor_rule::none);
 static_assert(constant<"m">.all_ones().rule == tensor_rule::all_ones);
 static_assert(constant<"m">.all_equal().rule == tensor_rule::all_equal);
 static_assert(constant<"m">.lower_triangular_ones().rule == tensor_rule::lower_triangular_ones);
+static_assert(constant<"m">.strictly_upper_triangular_ones().rule ==
+              tensor_rule::strictly_upper_triangular_ones);
 static_assert(decltype(constant<"m">.all_ones())::nodes == 0);
 static_assert(kind_of<decltype(op<"Where">(constant<"m">.lower_triangular_ones(), any(), any()))>(
                   "m") == capture_kind::tensor);

@@ -793,8 +793,9 @@ TEST(Constant, ContentRules) {
   auto bad_batch =
       add(b.initializer("bad_batch", dtype::float32, {2, 2, 2}, {1, 0, 1, 1, 1, 0, 0, 1}));
   auto flat = add(b.initializer("flat", dtype::boolean, {3}, {1, 1, 1}));
+  auto upper = add(b.initializer("upper", dtype::boolean, {2, 2}, {0, 1, 0, 0}));
   for (auto& v :
-       {equal, unequal, ones, ones_f16, not_ones, tril, tril_batched, triu, bad_batch, flat})
+       {equal, unequal, ones, ones_f16, not_ones, tril, tril_batched, triu, bad_batch, flat, upper})
     b.output(v);
   indexed m(b);
   constexpr auto all_equal = op<"Add">(any(), constant<"m">.all_equal());
@@ -825,6 +826,15 @@ TEST(Constant, ContentRules) {
             "input 1 of Add 'Add_10': constant 'm' (initializer 'flat') has rank 1, "
             "lower-triangular ones need at least 2");
   EXPECT_EQ(describe(causal), "Add(_, m:constant{lower-triangular ones})");
+  // What a causal mask hides: ones strictly above the diagonal, the diagonal itself zero.
+  constexpr auto hidden = op<"Add">(any(), constant<"m">.strictly_upper_triangular_ones());
+  EXPECT_TRUE(match(hidden, m.g, m.node(upper)));
+  EXPECT_EQ(why(hidden, m, triu),
+            "input 1 of Add 'Add_8': constant 'm' (initializer 'triu') is not strictly "
+            "upper-triangular ones: element [0, 0] is 1, expected 0");
+  EXPECT_EQ(why(hidden, m, tril),
+            "input 1 of Add 'Add_6': constant 'm' (initializer 'tril') is not strictly "
+            "upper-triangular ones: element [0, 0] is 1, expected 0");
 }
 
 // ---- one value read by two matched nodes

@@ -449,8 +449,15 @@ inline constexpr constant_scalar_t<Name> constant_scalar{};
 
 // ---- constant<"mask">: any constant tensor (initializer or Constant node), bound as TensorProto
 
-// What a constant's elements must be: .all_equal(), .all_ones(), .lower_triangular_ones().
-enum class tensor_rule : std::uint8_t { none, all_equal, all_ones, lower_triangular_ones };
+// What a constant's elements must be: .all_equal(), .all_ones(), .lower_triangular_ones(),
+// .strictly_upper_triangular_ones().
+enum class tensor_rule : std::uint8_t {
+  none,
+  all_equal,
+  all_ones,
+  lower_triangular_ones,
+  strictly_upper_triangular_ones
+};
 
 namespace detail {
 
@@ -462,6 +469,8 @@ inline const char* tensor_rule_text(tensor_rule rule) {
       return "all ones";
     case tensor_rule::lower_triangular_ones:
       return "lower-triangular ones";
+    case tensor_rule::strictly_upper_triangular_ones:
+      return "strictly upper-triangular ones";
     case tensor_rule::none:
       break;
   }
@@ -483,7 +492,9 @@ inline tensor_rule_failure check_tensor_rule(const graph& g, const onnx::TensorP
                                              tensor_rule rule) {
   using kind = tensor_rule_failure::kind;
   tensor_rule_failure f;
-  if (rule == tensor_rule::lower_triangular_ones && t.dims_size() < 2) {
+  const bool triangle = rule == tensor_rule::lower_triangular_ones ||
+                        rule == tensor_rule::strictly_upper_triangular_ones;
+  if (triangle && t.dims_size() < 2) {
     f.what = kind::low_rank;
     return f;
   }
@@ -494,10 +505,8 @@ inline tensor_rule_failure check_tensor_rule(const graph& g, const onnx::TensorP
       return f;
     }
     const bool real = is_float(values.type());
-    const std::int64_t rows =
-        rule == tensor_rule::lower_triangular_ones ? t.dims(t.dims_size() - 2) : 1;
-    const std::int64_t cols =
-        rule == tensor_rule::lower_triangular_ones ? t.dims(t.dims_size() - 1) : 1;
+    const std::int64_t rows = triangle ? t.dims(t.dims_size() - 2) : 1;
+    const std::int64_t cols = triangle ? t.dims(t.dims_size() - 1) : 1;
     const double first = values.size() > 0 ? values.as_double(0) : 0;
     const std::int64_t first_int = values.size() > 0 && !real ? values.as_int64(0) : 0;
     for (std::int64_t i = 0; i < values.size(); ++i) {
@@ -507,9 +516,10 @@ inline tensor_rule_failure check_tensor_rule(const graph& g, const onnx::TensorP
         want = first;
         ok = real ? values.as_double(i) == first : values.as_int64(i) == first_int;
       } else {
-        if (rule == tensor_rule::lower_triangular_ones) {
+        if (triangle) {
           const std::int64_t within = cols * rows == 0 ? 0 : i % (rows * cols);
-          want = within % cols <= within / cols ? 1 : 0;
+          const bool lower = within % cols <= within / cols;
+          want = lower == (rule == tensor_rule::lower_triangular_ones) ? 1 : 0;
         }
         ok = values.as_double(i) == want;
       }
@@ -564,7 +574,7 @@ inline std::string element_index_text(const onnx::TensorProto& t, std::int64_t f
            element_index_text(t, f.element) + " is " + number_text(f.found, single);
       if (rule == tensor_rule::all_equal)
         m += ", element " + element_index_text(t, 0) + " is " + number_text(f.expected, single);
-      else if (rule == tensor_rule::lower_triangular_ones)
+      else if (rule != tensor_rule::all_ones)
         m += ", expected " + number_text(f.expected);
       return;
     case kind::none:
@@ -586,6 +596,10 @@ struct constant_t : value_predicates<constant_t<Name>> {
   // Over the last two dims: ones on and below the diagonal, zeros above (a causal mask).
   constexpr constant_t lower_triangular_ones() const {
     return with_rule(tensor_rule::lower_triangular_ones);
+  }
+  // Zeros on and below the diagonal, ones above (what a causal mask hides).
+  constexpr constant_t strictly_upper_triangular_ones() const {
+    return with_rule(tensor_rule::strictly_upper_triangular_ones);
   }
 
   void describe(std::string& out) const {

@@ -18,6 +18,7 @@
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/tensor.hpp"
 #include "fusekit/pattern/context.hpp"
+#include "fusekit/pattern/matchers.hpp"
 
 namespace fusekit::rules::causal {
 
@@ -31,13 +32,11 @@ inline side flipped(side s) { return s == side::keep ? side::hide : side::keep; 
 // Expand of one, a Cast to bool of one.
 inline std::optional<double> uniform_value(const graph& g, value_id v) {
   if (const onnx::TensorProto* t = g.constant_tensor(v)) {
-    if (!reads_as_numbers(static_cast<dtype>(t->data_type())) || element_count(*t) <= 0)
+    using rule = pattern::tensor_rule;
+    if (element_count(*t) <= 0 || pattern::detail::check_tensor_rule(g, *t, rule::all_equal).what !=
+                                      pattern::detail::tensor_rule_failure::kind::none)
       return std::nullopt;
-    const tensor_values values(*t, g.directory());
-    const double first = values.as_double(0);
-    for (std::int64_t i = 1; i < values.size(); ++i)
-      if (values.as_double(i) != first) return std::nullopt;
-    return first;
+    return tensor_values(*t, g.directory()).as_double(0);
   }
   const node_id p = g.producer(v);
   if (p == no_id || !g.domain(p).empty()) return std::nullopt;
@@ -74,20 +73,20 @@ inline std::string spans(const graph& g, value_id v, const sym& s, const sym& l)
 // A constant triangle, element by element; the first element that breaks it is the reason.
 inline std::string constant_triangle(const graph& g, value_id v, const onnx::TensorProto& t,
                                      side want) {
-  const auto n = t.dims_size();
-  if (!reads_as_numbers(static_cast<dtype>(t.data_type())) || n < 2)
+  using rule = pattern::tensor_rule;
+  using failure = pattern::detail::tensor_rule_failure;
+  const failure f = pattern::detail::check_tensor_rule(
+      g, t,
+      want == side::keep ? rule::lower_triangular_ones : rule::strictly_upper_triangular_ones);
+  if (f.what == failure::kind::none) return {};
+  if (f.what != failure::kind::element)
     return "the constant " + quoted(g, v) + " is not a numeric matrix";
-  const std::int64_t rows = t.dims(n - 2), cols = t.dims(n - 1);
-  const tensor_values values(t, g.directory());
-  for (std::int64_t e = 0; e < values.size(); ++e) {
-    const std::int64_t i = (e / cols) % rows, j = e % cols;
-    const bool visible = (values.as_double(e) != 0) == (want == side::keep);
-    if (visible != (j <= i))
-      return "the constant " + quoted(g, v) + (visible ? " shows" : " hides") + " key " +
-             std::to_string(j) + " to query " + std::to_string(i) + ", which causality " +
-             (visible ? "hides" : "shows");
-  }
-  return {};
+  const std::int64_t cols = t.dims(t.dims_size() - 1), rows = t.dims(t.dims_size() - 2);
+  const std::int64_t i = (f.element / cols) % rows, j = f.element % cols;
+  const bool shown = j > i;  // above the diagonal the broken element shows a hidden key
+  return "the constant " + quoted(g, v) + (shown ? " shows" : " hides") + " key " +
+         std::to_string(j) + " to query " + std::to_string(i) + ", which causality " +
+         (shown ? "hides" : "shows");
 }
 
 }  // namespace detail

@@ -414,6 +414,9 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
                                              : get<"k_flat">(m);
   const value_id v_read = grouped ? get<"v_grouped">(m) : get<"v">(m);
   const node_id k_cache = get<"k_cache">(m), v_cache = get<"v_cache">(m);
+  // Repeated heads first: a repeat_kv the pattern could not prove also hides v's cache from it.
+  if (!grouped && (has<"k_grouped">(m) || has<"v_grouped">(m)))
+    return "the op reads the repeated heads, not the cache";
   if (!is_cache(g, k_cache) || !is_cache(g, v_cache))
     return "only one of key and value is a cache (concatenated and returned)";
   if (k_cache == v_cache) return "key and value are one Concat's output";
