@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rules/all.hpp"
@@ -37,8 +38,15 @@ struct decoder_block {
   bool select = true;
   bool hide_form = false;  // Where(hidden, fill, scores): the condition says what is masked
   std::vector<std::int64_t> padding{2, 1, 5, 5};  // empty: no padding mask
+  std::int64_t tokens = 5;                        // the queries, and the keys besides a past's
+  std::int64_t head_size = 8;                     // q's and k's
   std::int64_t kv_heads = 4;
   bool repeat_kv = false;  // kv_heads repeated to 4 as transformers' repeat_kv does
+  // k's repeat_kv merged into the dynamo exporter's 3-D transpose: Reshape(2·4, L, H) →
+  // Transpose(0,2,1) → Reshape(2, 4, H, L) is kᵀ; `regrouped` reshapes to (2·4, H, L) instead,
+  // the same elements in other rows.
+  bool dynamo_detour = false;
+  bool regrouped = false;
   std::int64_t v_head_size = 8;
   std::vector<std::int64_t> divisor_dims{};  // a one-element divisor of this shape
   double divisor = std::sqrt(8.0);
@@ -53,24 +61,25 @@ struct decoder_block {
   bool constant_triangle = false;
   std::int64_t band = 0;
   // SDPA's causal mask as TorchScript writes it, added to the scores:
-  // Where(Equal(Trilu(Expand(1, [5, L]), upper=0, k), 0), fill, 0).
+  // Where(Equal(Trilu(Expand(1, [S, L]), upper=0, k), 0), fill, 0).
   bool trilu_mask = false;
   std::int64_t trilu_k = 0;
 
   model build() const {
     model_builder b(opset);
-    auto q = b.input("q", type, {2, 4, 5, 8});
-    value k = b.input("k", type, {2, kv_heads, 5, 8});
-    value v = b.input("v", type, {2, kv_heads, 5, v_head_size});
+    const std::int64_t keys = tokens + past;
+    auto q = b.input("q", type, {2, 4, tokens, head_size});
+    value k = b.input("k", type, {2, kv_heads, tokens, head_size});
+    value v = b.input("v", type, {2, kv_heads, tokens, v_head_size});
     if (past > 0) {
       auto cache = [&](value x, const char* name, std::int64_t size) {
         auto past_x = b.input(std::string("past_") + name, type, {2, kv_heads, past, size});
         auto present =
             b.op("Concat", {past_x, x}, {{"axis", -2}}, {.name = std::string("present_") + name});
-        if (present_returned) b.output(present, type, {2, kv_heads, past + 5, size});
+        if (present_returned) b.output(present, type, {2, kv_heads, keys, size});
         return present;
       };
-      k = cache(k, "k", 8);
+      k = cache(k, "k", head_size);
       if (cache_shape_read)
         b.output(b.op("Shape", {k}, {}, {.name = "cache_shape"}), dtype::int64, {4});
       if (one_cache)
@@ -78,34 +87,43 @@ struct decoder_block {
       else if (value_cached)
         v = cache(v, "v", v_head_size);
     }
+    auto shape = [&](std::vector<double> d) {
+      return b.initializer(dtype::int64, {std::int64_t(d.size())}, d);
+    };
+    std::optional<value> kt;
     if (repeat_kv) {  // Unsqueeze(2) → Expand(2, kv, 4/kv, L, H) → Reshape(2, 4, L, H)
-      auto repeat = [&](value x, std::int64_t size) {
-        auto shape = [&](std::vector<double> d) {
-          return b.initializer(dtype::int64, {std::int64_t(d.size())}, d);
-        };
+      const double n = double(keys);
+      auto expand = [&](value x, std::int64_t size) {
         auto u = b.op("Unsqueeze", {x, shape({2})});
-        const double keys = double(5 + past);
-        auto e =
-            b.op("Expand", {u, shape({2, double(kv_heads), 4.0 / kv_heads, keys, double(size)})});
-        return b.op("Reshape", {e, shape({2, 4, keys, double(size)})});
+        return b.op("Expand", {u, shape({2, double(kv_heads), 4.0 / kv_heads, n, double(size)})});
       };
-      k = repeat(k, 8);
+      auto repeat = [&](value x, std::int64_t size) {
+        return b.op("Reshape", {expand(x, size), shape({2, 4, n, double(size)})});
+      };
+      if (dynamo_detour) {
+        const double h = double(head_size);
+        auto flat = b.op("Reshape",
+                         {expand(k, head_size), shape({8, regrouped ? h : n, regrouped ? n : h})});
+        auto turned = b.op("Transpose", {flat}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+        kt = b.op("Reshape", {turned, shape({2, 4, h, n})});
+      } else {
+        k = repeat(k, head_size);
+      }
       v = repeat(v, v_head_size);
     }
-    auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
-    auto scores = b.op("MatMul", {q, kt}, {}, {.name = "scores"});
+    if (!kt) kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+    auto scores = b.op("MatMul", {q, *kt}, {}, {.name = "scores"});
     value x = b.op("Div", {scores, b.initializer("divisor", type, divisor_dims, {divisor})}, {},
                    {.name = "scaled"});
-    const std::int64_t keys = 5 + past;
     if (select) {
       value condition;
       if (constant_triangle) {
         std::vector<double> lower;
-        for (std::int64_t i = 0; i < 5; ++i)
+        for (std::int64_t i = 0; i < tokens; ++i)
           for (std::int64_t j = 0; j < keys; ++j)
             lower.push_back((j <= i && (band == 0 || j > i - band)) != hide_form ? 1.0 : 0.0);
-        condition =
-            b.initializer(hide_form ? "hidden" : "causal", dtype::boolean, {1, 1, 5, keys}, lower);
+        condition = b.initializer(hide_form ? "hidden" : "causal", dtype::boolean,
+                                  {1, 1, tokens, keys}, lower);
       } else {
         condition = b.input(hide_form ? "hidden" : "causal", dtype::boolean, {1, 1, 5, 5});
       }
@@ -114,8 +132,9 @@ struct decoder_block {
                     : b.op("Where", {condition, x, filler}, {}, {.name = "select"});
     }
     if (trilu_mask) {
-      auto ones = b.op("Expand", {b.scalar(dtype::float32, 1.0),
-                                  b.initializer(dtype::int64, {2}, {5.0, double(keys)})});
+      auto ones =
+          b.op("Expand", {b.scalar(dtype::float32, 1.0),
+                          b.initializer(dtype::int64, {2}, {double(tokens), double(keys)})});
       auto lower = b.op("Trilu", {ones, b.scalar(dtype::int64, double(trilu_k))}, {{"upper", 0}},
                         {.name = "tril"});
       auto hidden = b.op("Equal", {lower, b.scalar(dtype::float32, 0.0)});
@@ -124,7 +143,7 @@ struct decoder_block {
     if (!padding.empty()) x = b.op("Add", {x, b.input("padding", type, dims(padding))});
     auto p = b.op("Softmax", {x}, {{"axis", -1}}, {.name = "softmax"});
     auto out = b.op("MatMul", {p, v}, {}, {.name = "context"});
-    b.output(out, type, {2, 4, 5, v_head_size});
+    b.output(out, type, {2, 4, tokens, v_head_size});
     return b.build_model();
   }
 };
@@ -365,6 +384,155 @@ TEST(DecoderCache, TheConcatStaysWhereTheOpCannotWritePresent) {
             "Concat kept: Shape 'cache_shape' reads 'present_k' before the attention");
 }
 
+// ---- grouped heads and causality: GroupQueryAttention (target ort)
+
+const onnx::NodeProto* only(const model& m, const std::string& op_type) {
+  const onnx::NodeProto* found = nullptr;
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == op_type) {
+      if (found != nullptr) return nullptr;
+      found = &n;
+    }
+  return found;
+}
+
+TEST(GroupQuery, ACausalBlockReadsTheGroupedHeads) {
+  model m =
+      decoder_block{.padding = {}, .kv_heads = 2, .repeat_kv = true, .constant_triangle = true}
+          .build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["target"], "com.microsoft GroupQueryAttention");
+  EXPECT_EQ(report.fusions[0].params["kv_heads"], 2);
+  const onnx::NodeProto* gqa = only(m, "GroupQueryAttention");
+  ASSERT_NE(gqa, nullptr);
+  // q, k, v (B, S, heads·8), no past, seqlens_k and total_sequence_length from the shapes.
+  ASSERT_EQ(gqa->input_size(), 7);
+  EXPECT_EQ(gqa->input(3), "");
+  EXPECT_EQ(gqa->input(4), "");
+  EXPECT_EQ(attribute(*gqa, "num_heads")->i(), 4);
+  EXPECT_EQ(attribute(*gqa, "kv_num_heads")->i(), 2);
+  // k is the graph's own two heads, not the repeated four: Reshape(Transpose(k)).
+  const onnx::NodeProto* reshape = writer_of(m, gqa->input(1));
+  ASSERT_NE(reshape, nullptr);
+  const onnx::NodeProto* transpose = writer_of(m, reshape->input(0));
+  ASSERT_NE(transpose, nullptr);
+  EXPECT_EQ(transpose->input(0), "k");
+  fusekit::rewrite::check_invariants(m);
+  const std::string once = bytes(m);
+  EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
+  EXPECT_EQ(bytes(m), once);
+}
+
+TEST(GroupQuery, ADecodeStepOfOneQueryTakesTheCache) {
+  // One new query sees every key: causal, with no mask at all.
+  model m =
+      decoder_block{
+          .select = false, .padding = {}, .tokens = 1, .kv_heads = 2, .repeat_kv = true, .past = 3}
+          .build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["target"], "com.microsoft GroupQueryAttention");
+  EXPECT_EQ(report.fusions[0].params["kv_cache"], "past and present in the fused op");
+  const onnx::NodeProto* gqa = only(m, "GroupQueryAttention");
+  ASSERT_NE(gqa, nullptr);
+  EXPECT_EQ(gqa->input(3), "past_k");
+  EXPECT_EQ(gqa->input(4), "past_v");
+  EXPECT_EQ(writer_of(m, "present_k"), gqa);
+  EXPECT_EQ(writer_of(m, "present_v"), gqa);
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(GroupQuery, ADecodeStepsPaddingMaskIsTheBias) {
+  model m = decoder_block{.select = false,
+                          .padding = {2, 1, 1, 4},
+                          .tokens = 1,
+                          .kv_heads = 2,
+                          .repeat_kv = true,
+                          .past = 3}
+                .build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["target"], "com.microsoft GroupQueryAttention");
+  const onnx::NodeProto* gqa = only(m, "GroupQueryAttention");
+  ASSERT_NE(gqa, nullptr);
+  // Inputs 7 to 9 (rotary caches, position ids) empty, 10 the attention bias.
+  ASSERT_EQ(gqa->input_size(), 11);
+  EXPECT_EQ(gqa->input(7), "");
+  EXPECT_EQ(gqa->input(10), "padding");
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(GroupQuery, TheDynamoExportersMergedRepeatIsReadAsTheGroupedHeads) {
+  model m = decoder_block{.select = false,
+                          .padding = {},
+                          .tokens = 1,
+                          .kv_heads = 2,
+                          .repeat_kv = true,
+                          .dynamo_detour = true,
+                          .past = 3}
+                .build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["k_layout"], "BNSH via repeat_kv and a 3-D transpose");
+  EXPECT_EQ(report.fusions[0].params["kv_cache"], "past and present in the fused op");
+  EXPECT_EQ(only(m, "GroupQueryAttention")->input(3), "past_k");
+  fusekit::rewrite::check_invariants(m);
+  // Regrouped to (2·4, H, L), the Transpose gives no kᵀ of the repeated heads: the op reads
+  // the tensor the MatMul reads, transposed back, with its repeated heads.
+  model regrouped = decoder_block{.select = false,
+                                  .padding = {},
+                                  .tokens = 1,
+                                  .kv_heads = 2,
+                                  .repeat_kv = true,
+                                  .dynamo_detour = true,
+                                  .regrouped = true,
+                                  .past = 3}
+                        .build();
+  const auto other = fusekit::rules::fuse_all(regrouped);
+  ASSERT_EQ(other.fusions.size(), 1u);
+  EXPECT_EQ(other.fusions[0].params["target"], "com.microsoft MultiHeadAttention");
+  EXPECT_EQ(other.fusions[0].params["k_layout"], "BNHS");
+  EXPECT_EQ(other.fusions[0].params["kv_cache"],
+            "Concat kept: the op reads the repeated heads, not the cache");
+}
+
+// Fuses and returns the one fusion's target, and why not GroupQueryAttention where it says.
+std::string group_query_note(const decoder_block& spec) {
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  if (report.fusions.size() != 1) return "fusions: " + std::to_string(report.fusions.size());
+  fusekit::rewrite::check_invariants(m);
+  const auto& params = report.fusions[0].params;
+  const std::string why = params.value("group_query", "");
+  return params.value("target", "") + (why.empty() ? "" : " (" + why + ")");
+}
+
+TEST(GroupQuery, NearMissesStayMultiHeadAttention) {
+  // ONNX Runtime's GroupQueryAttention takes head sizes that are multiples of 8.
+  EXPECT_EQ(group_query_note({.padding = {},
+                              .head_size = 4,
+                              .kv_heads = 2,
+                              .repeat_kv = true,
+                              .v_head_size = 4,
+                              .constant_triangle = true}),
+            "com.microsoft MultiHeadAttention (no: the head size 4 is not a proven multiple of 8)");
+  // One query on keys joined before it, not a cache: without a past the op takes as many keys as
+  // queries.
+  EXPECT_EQ(group_query_note({.select = false,
+                              .padding = {},
+                              .tokens = 1,
+                              .kv_heads = 2,
+                              .repeat_kv = true,
+                              .past = 3,
+                              .present_returned = false}),
+            "com.microsoft MultiHeadAttention (no: the new keys [2, 2, 4, 8] are not proven as "
+            "many as the queries [2, 4, 1, 8])");
+  // Causality and padding summed: GroupQueryAttention has no bias to carry the padding.
+  EXPECT_EQ(group_query_note({.kv_heads = 2, .repeat_kv = true, .constant_triangle = true}),
+            "com.microsoft MultiHeadAttention");
+}
+
 // ---- the contracts of the fused ops, one class of refusal each
 
 TEST(FusedOpContracts, GroupedKeyValueHeadsGoToAttentionWhenQsHeadsAreAMultiple) {
@@ -376,6 +544,19 @@ TEST(FusedOpContracts, GroupedKeyValueHeadsGoToAttentionWhenQsHeadsAreAMultiple)
   EXPECT_EQ(op_types(m), (std::vector<std::string>{"Where", "Add", "Attention"}));
   EXPECT_EQ(m.proto.graph().node(2).input(1), "k");
   EXPECT_EQ(m.proto.graph().node(2).input(2), "v");
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(FusedOpContracts, AttentionReadsTheRepeatedHeadsForAMaskPerQueryHead) {
+  // ONNX Runtime's Attention refuses at run time a mask of 4 heads for 2 key/value heads.
+  model m =
+      decoder_block{.opset = 23, .padding = {2, 4, 5, 5}, .kv_heads = 2, .repeat_kv = true}.build();
+  const auto report = fusekit::rules::fuse_all(m, on(target::onnx));
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["kv_heads"],
+            "repeated: ONNX Runtime's Attention takes a mask per query head only for as many "
+            "key/value heads");
+  EXPECT_NE(only(m, "Attention")->input(1), "k");
   fusekit::rewrite::check_invariants(m);
 }
 

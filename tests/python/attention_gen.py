@@ -72,6 +72,9 @@ class Block:
     num_heads_flag: int | None = None  # --num-heads
     past: int = 0  # a decode step: k and v are Concat(past, new) along the sequence, graph outputs
     cache_read_early: bool = False  # a Shape of the key cache is computed before the attention
+    # k and v have h_kv heads, each repeated h / h_kv times in a row as transformers' repeat_kv
+    # does (Unsqueeze → Expand → Reshape), after the cache
+    repeat_kv: bool = False
 
     @property
     def total(self) -> int:
@@ -185,6 +188,13 @@ def build(blk: Block) -> onnx.ModelProto:
             cache.append((g.op("Shape", [k]), TensorProto.INT64, 1))
         v = g.op("Concat", ["past_v", v], axis=2)
         cache = [(k, dt, 4), (v, dt, 4)] + cache
+    if blk.repeat_kv:  # the cache is BNSH: k_layout bnsh
+        def repeat(x: str, size: int) -> str:
+            kb, hk, n = blk.batch_kv, blk.heads_kv, blk.total
+            u = g.op("Unsqueeze", [x, g.const(np.array([2], np.int64))])
+            e = g.op("Expand", [u, g.const(np.array([kb, hk, blk.h // hk, n, size], np.int64))])
+            return g.op("Reshape", [e, g.const(np.array([kb, blk.h, n, size], np.int64))])
+        k, v = repeat(k, blk.d), repeat(v, blk.head_size_v)
     if blk.k_layout == "bnsh":
         kt = g.op("Transpose", [k], perm=[0, 1, 3, 2])
     elif blk.k_layout == "bsnh":
@@ -347,8 +357,8 @@ class Kind:
     breaks: dict[str, str] = field(default_factory=dict)
     # Not a valid model: the CLI must refuse it (exit 1, nothing written).
     invalid: bool = False
-    # The mask the fusion must report (its "mask" note) where it fuses; None: any.
-    mask_note: str | None = None
+    # What the fusion must report where it fuses: a note's value, or one per target.
+    notes: dict = field(default_factory=dict)
 
 
 def _mask_shape(blk: Block, rng: np.random.Generator) -> tuple:
@@ -370,6 +380,15 @@ def _no_casts(blk: Block, rng: np.random.Generator) -> str:
     return "none"  # the fused ops add the bias in q's type, a float32 mask would not fit
 
 
+def _grouped(**fields) -> Callable[[Block, np.random.Generator], None]:
+    """Four query heads on one or two key/value heads, repeated in-graph; head sizes ONNX
+    Runtime's GroupQueryAttention takes (multiples of 8)."""
+    return _set(repeat_kv=True, h=4, h_kv=lambda b, r: int(r.choice([1, 2])),
+                d=lambda b, r: int(r.choice([8, 16])), d_v=0, k_layout="bnsh", shapes="static",
+                casts=_no_casts, **fields)
+
+
+GROUPED_TARGET = {"ort": "com.microsoft GroupQueryAttention", "onnx": "ai.onnx Attention"}
 BOTH = ("ort", "onnx")
 KINDS: list[Kind] = [
     # ---- fusible: each must fuse
@@ -388,12 +407,28 @@ KINDS: list[Kind] = [
     Kind("mask_where_bool", _set(mask="where", casts=_no_casts, nan_guard=True)),
     # Causality alone, proven, as many queries as keys: the op's own causal form, no bias.
     Kind("mask_causal_trilu", _set(mask="causal_trilu", casts=_no_casts, shapes="static",
-                                   l=lambda b, r: b.s), mask_note="causal, the op's own"),
+                                   l=lambda b, r: b.s), notes={"mask": "causal, the op's own"}),
     Kind("select_causal_triangle", _set(mask="causal_select", casts=_no_casts, shapes="static",
-                                        l=lambda b, r: b.s), mask_note="causal, the op's own"),
+                                        l=lambda b, r: b.s),
+         notes={"mask": "causal, the op's own"}),
     # A band hides more than the future: it stays the bias.
     Kind("select_band", _set(mask="band_select", casts=_no_casts, shapes="static", s=5, l=5),
-         mask_note="select, as attention bias"),
+         notes={"mask": "select, as attention bias"}),
+    # Grouped key/value heads (repeat_kv) and causality: GroupQueryAttention for target ort.
+    Kind("grouped_causal", _grouped(mask=lambda b, r: str(r.choice(["causal_trilu",
+                                                                     "causal_select"])),
+                                    l=lambda b, r: b.s),
+         notes={"mask": "causal, the op's own", "target": GROUPED_TARGET}),
+    # A decode step of one query, which sees every key: no mask, the cache into the op.
+    Kind("grouped_decode_step_one_query",
+         _grouped(s=1, l=1, mask=None, past=lambda b, r: int(r.choice([1, 4, 7]))),
+         notes={"kv_cache": "past and present in the fused op", "target": GROUPED_TARGET}),
+    # Its padding mask is the op's bias: causality hides nothing from one query. (A mask per
+    # query head keeps the heads repeated for Attention: FusedOpContracts in the C++ tests.)
+    Kind("grouped_decode_step_one_query_masked",
+         _grouped(s=1, l=1, past=lambda b, r: int(r.choice([1, 4, 7])),
+                  mask=lambda b, r: [(b.b, 1, 1, b.total), (1, 1, 1, b.total)][r.integers(2)]),
+         notes={"kv_cache": "past and present in the fused op", "target": GROUPED_TARGET}),
     Kind("nan_guard", _set(nan_guard=True)),
     Kind("head_merge", _set(merge=True)),
     Kind("symbolic_batch_and_sequence", _set(shapes="symbolic")),

@@ -6,8 +6,8 @@ For each case, drawn fusible and then perturbed by its kind, with the target it 
   written model), and leaves the others alone; a block left alone fuses once its perturbation is
   undone, so each refusal is shown to come from the perturbation, not from a pattern that never
   matches;
-* where a kind names the mask a fusion must report (a causal mask becoming the op's own), the
-  report says so;
+* where a kind names what a fusion must report (a causal mask becoming the op's own, the op a
+  target gets, the cache moving into it), the report says so;
 * the CLI exits 0 on every model ONNX Runtime loads, and ONNX Runtime loads what it writes;
 * the written model computes what the input computes, on random inputs (float16 within a few
   ulps of the output's magnitude);
@@ -134,10 +134,12 @@ def test_fuses_exactly_the_contract_and_computes_the_same(case, tmp_path):
     got = fused_ops(onnx.load(str(out)).graph)
     why = f"breaks: {case.broken}" if case.broken else "breaks no contract"
     assert got == expected, f"{got} fused ops, {why}; the report: {reasons(report)}"
-    if case.kind.mask_note and not case.broken:
-        notes = [f["params"].get("mask") for r in json.loads(report.read_text())["rules"]
-                 for f in r["matches"]]
-        assert notes == [case.kind.mask_note], f"mask notes {notes}"
+    if not case.broken:
+        fusions = [f for r in json.loads(report.read_text())["rules"] for f in r["matches"]]
+        for note, want in case.kind.notes.items():
+            want = want[case.target] if isinstance(want, dict) else want
+            got = [f["params"].get(note) for f in fusions]
+            assert got == [want], f"{note}: {got}"
     if original is not None:
         fused = loads(out)
         assert fused is not None, "ONNX Runtime loads the input but not what fusekit wrote"

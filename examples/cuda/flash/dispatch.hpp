@@ -5,6 +5,10 @@
 //                                     num_heads, scale (0 or absent: 1/√H), unidirectional
 //   ai.onnx Attention (opset 23)      q, k, v BNSH, or 3-D [B, S, N·H] with q_num_heads and
 //                                     kv_num_heads; scale (absent: 1/√H), is_causal
+//   com.microsoft GroupQueryAttention q [B, S, N·H]; k, v [B, S, Nkv·H]; num_heads,
+//                                     kv_num_heads, scale; always causal. Its seqlens_k and
+//                                     total_sequence_length are taken as every row's full
+//                                     length, which is what fusekit's rules write there.
 //
 // Where the node's K is Transpose(perm 0,1,3,2) of a BNHS tensor (what the DiT rules emit for
 // F5-TTS's pre-transposed K), the kernel reads that tensor directly and the Transpose is not run.
@@ -265,6 +269,25 @@ inline fused_attention map_fused_node(const fusekit::graph& g, fusekit::node_id 
                           out);
       out.p.scale = detail::scale_or_default(g.attribute_float(n, "scale"), out.p.head_dim);
       out.p.causal = g.attribute_int(n, "is_causal").value_or(0) != 0;
+    } else if (g.domain(n) == "com.microsoft" && g.op_type(n) == "GroupQueryAttention") {
+      for (std::size_t slot : {3u, 4u})
+        if (g.input(n, slot) != fusekit::no_id)
+          throw detail::refused{"past K/V are not supported (input " + std::to_string(slot) + ")"};
+      detail::require_absent(g, n, 7,
+                             "rotary caches, position ids, bias and head sinks are not "
+                             "supported");
+      if (g.attribute_int(n, "do_rotary").value_or(0) != 0 ||
+          g.attribute_int(n, "local_window_size").value_or(-1) != -1 ||
+          g.attribute_float(n, "softcap").value_or(0.f) != 0.f ||
+          g.attribute_int(n, "smooth_softmax").value_or(0) != 0)
+        throw detail::refused{
+            "rotary, local windows, softcap and smooth softmax are not supported"};
+      detail::map_tensors(g, n, bindings,
+                          {g.attribute_int(n, "num_heads").value_or(0),
+                           g.attribute_int(n, "kv_num_heads").value_or(0)},
+                          out);
+      out.p.scale = detail::scale_or_default(g.attribute_float(n, "scale"), out.p.head_dim);
+      out.p.causal = true;
     } else {
       throw detail::refused{"not a fused attention node"};
     }
@@ -277,7 +300,8 @@ inline fused_attention map_fused_node(const fusekit::graph& g, fusekit::node_id 
 }
 
 inline bool is_fused_attention(const fusekit::graph& g, fusekit::node_id n) {
-  return (g.domain(n) == "com.microsoft" && g.op_type(n) == "MultiHeadAttention") ||
+  return (g.domain(n) == "com.microsoft" &&
+          (g.op_type(n) == "MultiHeadAttention" || g.op_type(n) == "GroupQueryAttention")) ||
          (g.domain(n).empty() && g.op_type(n) == "Attention");
 }
 

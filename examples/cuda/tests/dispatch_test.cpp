@@ -107,6 +107,27 @@ TEST(Dispatch, OnnxAttentionThreeDimensionalGroupedHeads) {
   EXPECT_EQ(f.p.scale, 0.5f);
 }
 
+TEST(Dispatch, GroupQueryAttentionIsCausalOnGroupedHeads) {
+  build::model_builder b(17);
+  b.opset_import("com.microsoft", 1);
+  const auto q = b.input("q", dtype::float16, {2, 100, 8 * 64});
+  const auto k = b.input("k", dtype::float16, {2, 100, 2 * 64});
+  const auto v = b.input("v", dtype::float16, {2, 100, 2 * 64});
+  const auto seqlens = b.input("seqlens_k", dtype::int32, {2});
+  const auto total = b.input("total_sequence_length", dtype::int32, {});
+  const build::value absent{""};
+  b.output(b.op("GroupQueryAttention", {q, k, v, absent, absent, seqlens, total},
+                {{"num_heads", 8}, {"kv_num_heads", 2}},
+                {.domain = "com.microsoft", .outputs = 3}));
+  const fused_attention f = only_node(b.build());
+  ASSERT_TRUE(f.runnable()) << f.refusal;
+  EXPECT_EQ(f.p.heads, 8);
+  EXPECT_EQ(f.p.kv_heads, 2);
+  EXPECT_TRUE(f.p.causal);
+  EXPECT_FLOAT_EQ(f.p.scale, 0.125f);
+  EXPECT_EQ(f.p.k, bsnh(2, 100, 64));
+}
+
 TEST(Dispatch, RefusesWhatTheKernelsDoNotCompute) {
   build::model_builder b(23);
   const auto q = b.input("q", dtype::float16, {1, 2, 16, 64});

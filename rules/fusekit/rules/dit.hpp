@@ -18,6 +18,8 @@
 //                                                   are zeroed, as the guard zeroes them
 //   a mask that is causality alone (Trilu, a constant lower triangle) and as many queries as
 //   keys: no bias; MultiHeadAttention unidirectional, Attention is_causal
+//   grouped heads, target ort, causal (that mask, or one query): GroupQueryAttention on the
+//   grouped k and v, (B,S,D) each
 //
 //   decode step: k = Concat(past_k, new_k) ─┬─ present_k (graph output)
 //                                           └─ kᵀ …     → the op reads new_k and past_k and writes
@@ -121,11 +123,50 @@ inline constexpr auto k_detour =
                   any())
         .where("k's last two dims transposed", detour_is_a_transpose);
 
-inline constexpr auto k_transposed = any_of(
-    op<"Transpose">(
-        any_of(capture<"k_bnsh">(repeated<"k_grouped">(k_source)), capture<"k_bnsh">(k_source)))
-        .attr<"perm">(ints(0, 1, 3, 2)),
-    op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour, capture<"kt">);
+// The dynamo exporter also merges repeat_kv's Reshape into that detour: Unsqueeze(2) →
+// Expand(B, Nkv, r, L, H) → Reshape(B·Nkv·r, L, H) → Transpose(0,2,1) → Reshape(B, Nkv·r, H, L)
+// is kᵀ of the repeated heads exactly when each step keeps what the next one regroups.
+inline bool repeated_detour_is_a_transpose(const graph& g, node_id outer) {
+  const facts& f = facts_of(g);
+  const node_id turn = g.producer(g.input(outer, 0));
+  const node_id merge = turn == no_id ? no_id : g.producer(g.input(turn, 0));
+  const node_id expand = merge == no_id ? no_id : g.producer(g.input(merge, 0));
+  const node_id unsqueeze = expand == no_id ? no_id : g.producer(g.input(expand, 0));
+  if (unsqueeze == no_id) return false;
+  const value_id x = g.input(unsqueeze, 0), u = g.output(unsqueeze, 0), e = g.output(expand, 0),
+                 flat = g.output(merge, 0), kt = g.output(outer, 0);
+  if (f.rank(x) != 4u || f.rank(u) != 5u || f.rank(e) != 5u || f.rank(flat) != 3u ||
+      f.rank(kt) != 4u)
+    return false;
+  auto same = [&](value_id a, int i, value_id b, int j) {
+    return f.same_dim(a, i, b, j) == truth::yes;
+  };
+  const sym &b = *f.dim_of(x, 0), &heads = *f.dim_of(x, 1), &repeats = *f.dim_of(e, 2);
+  return f.dim_of(u, 2)->is_constant(1) && same(u, 0, x, 0) && same(u, 1, x, 1) &&
+         same(u, 3, x, 2) && same(u, 4, x, 3) && same(e, 0, x, 0) && same(e, 1, x, 1) &&
+         same(e, 3, x, 2) && same(e, 4, x, 3) &&
+         equal(*f.dim_of(flat, 0), b * heads * repeats) == truth::yes && same(flat, 1, x, 2) &&
+         same(flat, 2, x, 3) && same(kt, 0, x, 0) &&
+         equal(*f.dim_of(kt, 1), heads * repeats) == truth::yes && same(kt, 2, x, 3) &&
+         same(kt, 3, x, 2);
+}
+inline constexpr auto k_detour_repeated =
+    op<"Reshape">(
+        op<"Transpose">(
+            op<"Reshape">(
+                op<"Expand">(op<"Unsqueeze">(capture<"k_grouped">(k_source), maybe(any())), any()),
+                any()))
+            .attr<"perm">(ints(0, 2, 1)),
+        any())
+        .where("each key/value head repeated in a row, then k's last two dims transposed",
+               repeated_detour_is_a_transpose);
+
+inline constexpr auto k_transposed =
+    any_of(op<"Transpose">(any_of(capture<"k_bnsh">(repeated<"k_grouped">(k_source)),
+                                  capture<"k_bnsh">(k_source)))
+               .attr<"perm">(ints(0, 1, 3, 2)),
+           op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour,
+           k_detour_repeated, capture<"kt">);
 
 // A scale factor the facts fold to one number: a constant, or computed from q's shape at run
 // time as torch's SDPA decomposition does (Shape → Slice → Cast → Sqrt → Div → Sqrt).
@@ -348,13 +389,13 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
 
 // K in BNSH, however the pattern found it.
 template <class M>
-std::string key_bnsh(const M& m, rewrite::emitter& e) {
+std::string key_bnsh(const graph& g, const M& m, rewrite::emitter& e) {
   if (has<"k_bnsh">(m)) return e.value(get<"k_bnsh">(m));
   if (has<"k_flat">(m)) return e.value(get<"k_flat">(m));
   if (has<"k_bsnh">(m))
     return e.op("Transpose", {e.value(get<"k_bsnh">(m))},
                 {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
-  return e.op("Transpose", {e.value(get<"kt">(m))},
+  return e.op("Transpose", {e.value(key_transposed(g, m))},
               {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
 }
 
@@ -385,7 +426,8 @@ void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
   e.note("k_layout", has<"k_bnsh">(m)   ? "BNSH"
                      : has<"k_bsnh">(m) ? "BSNH"
                      : has<"k_flat">(m) ? "BNSH via a 3-D transpose"
-                                        : "BNHS");
+                     : has<"kt">(m)     ? "BNHS"
+                                        : "BNSH via repeat_kv and a 3-D transpose");
   e.note("dtype", std::string(dtype_name(g.type(get<"q">(m)))));
   e.note("mask", causal                               ? "causal, the op's own"
                  : has<"select">(m) && has<"mask">(m) ? "select and attention bias, summed"
@@ -402,6 +444,16 @@ void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
 // Concat (SD3's joint text and image tokens) is k or v as the op reads it.
 inline bool is_cache(const graph& g, node_id concat) {
   return concat != no_id && g.is_graph_output(g.output(concat, 0));
+}
+
+// ONNX Runtime's Attention checks a mask's heads against the key/value heads, where the spec
+// broadcasts it over the query heads: a mask with a row per query head needs as many key/value
+// heads, so the op reads the repeated ones.
+template <class M>
+bool mask_per_query_head(const graph& g, const M& m) {
+  const fused::attention_call c = call_of(g, m);
+  if (!c.has_bias || !c.bias_dims || c.bias_dims->size() < 3) return false;
+  return !(*c.bias_dims)[c.bias_dims->size() - 3].is_constant(1);
 }
 
 // Why a decoder step's cache stays a Concat outside the fused op ("" when the op takes it): the
@@ -440,29 +492,52 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged)
   const bool causal = not_causal.empty();
   note(g, m, e, causal);
   if (masked && !causal) e.note("causal", "no: " + not_causal);
-  // Attention takes grouped key/value heads as they are, before repeat_kv.
-  const bool grouped =
-      e.options().fused_target == fused::target::onnx && has<"k_grouped">(m) && has<"v_grouped">(m);
+  const facts& f = facts_of(g);
+  const bool onnx = e.options().fused_target == fused::target::onnx;
+  const bool both_grouped = has<"k_grouped">(m) && has<"v_grouped">(m);
+  const bool has_cache = is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m));
+  // Attention takes grouped key/value heads as they are, before repeat_kv; so does
+  // GroupQueryAttention, always causal, where the block is causal too: a mask that is causality
+  // alone, or one query, which causality shows every key (a decode step; its mask, if any, is
+  // the op's bias).
+  bool group_query = !onnx && both_grouped && (causal || f.dim_of(get<"q">(m), 2)->is_constant(1));
+  const bool onnx_grouped = onnx && both_grouped && !mask_per_query_head(g, m);
+  if (onnx && both_grouped && !onnx_grouped)
+    e.note("kv_heads",
+           "repeated: ONNX Runtime's Attention takes a mask per query head only for "
+           "as many key/value heads");
+  std::string kept =
+      has_cache ? cache_kept_because(g, m, onnx_grouped || group_query) : std::string("no cache");
+  std::int64_t group_query_kv_heads = 0;
+  if (group_query) {
+    const value_id k_new = kept.empty() ? get<"k_new">(m) : get<"k_grouped">(m);
+    if (auto refused = fused::admits_group_query(f, get<"q">(m), k_new, kept.empty()); refused) {
+      group_query_kv_heads = *f.dim_of(k_new, 1)->constant();
+    } else {
+      e.note("group_query", "no: " + refused.reason);
+      group_query = false;
+      if (has_cache) kept = cache_kept_because(g, m, false);
+    }
+  }
+  const bool grouped = onnx_grouped || group_query;
   if (grouped) {
-    const sym& kv_heads = *facts_of(g).dim_of(get<"k_grouped">(m), 1);
+    const sym& kv_heads = *f.dim_of(get<"k_grouped">(m), 1);
     if (auto n = kv_heads.constant())
       e.note("kv_heads", *n);
     else
-      e.note("kv_heads", facts_of(g).text(kv_heads));
+      e.note("kv_heads", f.text(kv_heads));
   }
   fused::operands in{.q = e.value(get<"q">(m)),
-                     .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(m, e),
+                     .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(g, m, e),
                      .v = e.value(grouped ? get<"v_grouped">(m) : get<"v">(m)),
                      .bias = causal ? "" : bias(g, m, e),
                      .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
                      .zero_hidden_rows = has<"p">(m),
-                     .causal = causal};
-  bool absorbed = false;
-  if (is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m))) {
-    const std::string kept = cache_kept_because(g, m, grouped);
-    absorbed = kept.empty();
+                     .causal = causal,
+                     .group_query_kv_heads = group_query_kv_heads};
+  const bool absorbed = has_cache && kept.empty();
+  if (has_cache)
     e.note("kv_cache", absorbed ? "past and present in the fused op" : "Concat kept: " + kept);
-  }
   if (absorbed) {
     in.k = e.value(get<"k_new">(m)), in.past_k = e.value(get<"k_past">(m));
     in.v = e.value(get<"v_new">(m)), in.past_v = e.value(get<"v_past">(m));

@@ -13,6 +13,13 @@
 //   bias          attention_bias (B|1, N|1, S, L)          attn_mask, the same shapes
 //   causal        unidirectional (S = L only)              is_causal (S = L only)
 //   scale         a float32 attribute: positive, finite, not rounded to 0
+//
+//                 com.microsoft GroupQueryAttention (--target ort, grouped heads, causal only)
+//   q, k, v       q (B,S,N·H), k and v (B,S,Nkv·H): as many new keys as queries
+//   causal        always, the diagonal bottom-right (a past's keys all shown)
+//   past          (B,Nkv,P,H); ONNX Runtime 1.23 then wants one batch row or one query
+//   bias          attention_bias, as MultiHeadAttention's
+//   head size     a multiple of 8 (ONNX Runtime 1.23)
 // clang-format on
 //
 // float64 is refused by both: MultiHeadAttention has no float64 kernel, and Attention would compute
@@ -186,6 +193,25 @@ inline verdict admits(const graph& g, const attention_call& c, const rewrite::op
   return verdict::yes();
 }
 
+// Whether GroupQueryAttention computes a causal block with grouped heads exactly: q and the new
+// keys k_new (BNSH, grouped heads) as the op takes them, with or without a past.
+inline verdict admits_group_query(const facts& f, value_id q, value_id k_new, bool has_past) {
+  const auto head_size = f.dim_of(q, 3)->constant();
+  if (!head_size || *head_size % 8 != 0)
+    return verdict::no("the head size " + f.text(*f.dim_of(q, 3)) +
+                       " is not a proven multiple of 8");
+  const sym* kv_heads = f.rank(k_new) == 4u ? f.dim_of(k_new, 1) : nullptr;
+  if (kv_heads == nullptr || !kv_heads->constant())
+    return verdict::no("the key/value heads of " + f.shape_text(k_new) + " are not a number");
+  if (f.same_dim(q, 2, k_new, 2) != truth::yes)
+    return verdict::no("the new keys " + f.shape_text(k_new) +
+                       " are not proven as many as the queries " + f.shape_text(q));
+  if (has_past && !f.dim_of(q, 2)->is_constant(1) && !f.dim_of(q, 0)->is_constant(1))
+    return verdict::no("with a past it takes one query or one batch row, and q is " +
+                       f.shape_text(q));
+  return verdict::yes();
+}
+
 // The ops' default scale is 1/√(head size): where the call's scale is exactly that, the fused node
 // leaves the attribute out.
 inline bool default_scale(const facts& f, const attention_call& c) {
@@ -198,12 +224,14 @@ inline bool default_scale(const facts& f, const attention_call& c) {
 // `zero_hidden_rows`: the block zeroes the rows its bias hides entirely (torch's NaN guard).
 // `past_k`, `past_v`: a decoder step's cache, which the op extends by k and v (empty for none).
 // `causal`: the op hides the keys after each query itself, the diagonal top-left (the rule has
-// proven that is where the model's mask puts it).
+// proven that is where the model's mask puts it). `group_query_kv_heads` > 0: target ort emits
+// GroupQueryAttention on k and v with that many heads (`admits_group_query` said yes).
 struct operands {
   std::string q, k, v, bias, merged_shape;
   bool zero_hidden_rows = false;
   std::string past_k{}, past_v{};
   bool causal = false;
+  std::int64_t group_query_kv_heads = 0;
 };
 
 // What the emitted op computes: attention, and with a past cache the present one (BNSH).
@@ -269,21 +297,53 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
     r.y = e.op("Reshape", {bsnh, shape});
     return r;
   }
-  e.note("target", "com.microsoft MultiHeadAttention");
-  const auto q_bsnh = e.op("Transpose", {in.q}, {{"perm", perm_0213()}});
-  const auto q_bsd = e.op("Reshape", {q_bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
-  // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias, 6 and 7 the
-  // past key and value.
-  std::vector<std::string> inputs{q_bsd, in.k, in.v};
-  add_bias_and_past(inputs, 5, in);
-  std::vector<build::attr> own{{"num_heads", num_heads}};
-  // MultiHeadAttention hides the causal keys with mask_filter_value: the lowest float32 hides
-  // them as the model's −inf or finfo.min does, where the default −10000 is a score like others.
-  if (in.causal)
-    own.insert(own.end(), {{"unidirectional", 1},
-                           {"mask_filter_value", double(std::numeric_limits<float>::lowest())}});
-  attention_outputs r = outputs_of(
-      e.ops("MultiHeadAttention", inputs, attributes(std::move(own)), "com.microsoft", outputs));
+  const auto bsd = [&](const std::string& bnsh) {
+    const auto bsnh = e.op("Transpose", {bnsh}, {{"perm", perm_0213()}});
+    return e.op("Reshape", {bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
+  };
+  const auto q_bsd = bsd(in.q);
+  attention_outputs r;
+  if (in.group_query_kv_heads > 0) {
+    e.note("target", "com.microsoft GroupQueryAttention");
+    // Every batch row holds all its keys: seqlens_k is the last key's index in each row.
+    const auto dim = [&](const std::string& x, int axis) {
+      return e.op("Gather", {e.op("Shape", {x}), e.constant(dtype::int64, {1}, {double(axis)})});
+    };
+    std::string total = dim(in.k, 2);
+    if (!in.past_k.empty()) total = e.op("Add", {dim(in.past_k, 2), total});
+    const auto last = e.op("Sub", {total, e.constant(dtype::int64, {1}, {1})});
+    const auto seqlens_k =
+        e.op("Cast", {e.op("Expand", {last, dim(in.q, 0)})}, {{"to", dtype::int32}});
+    const auto total_length =
+        e.op("Cast", {e.op("Reshape", {total, e.constant(dtype::int64, {0}, {})})},
+             {{"to", dtype::int32}});
+    // Inputs 7 to 9 (rotary caches, position ids) stay empty; 10 is the attention bias.
+    std::vector<std::string> inputs{q_bsd,     bsd(in.k), bsd(in.v),   in.past_k,
+                                    in.past_v, seqlens_k, total_length};
+    if (!in.bias.empty()) {
+      inputs.resize(10);
+      inputs.push_back(in.bias);
+    }
+    r = outputs_of(
+        e.ops("GroupQueryAttention", inputs,
+              attributes({{"num_heads", num_heads}, {"kv_num_heads", in.group_query_kv_heads}}),
+              "com.microsoft", 3));
+  } else {
+    e.note("target", "com.microsoft MultiHeadAttention");
+    // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias, 6 and 7 the
+    // past key and value.
+    std::vector<std::string> inputs{q_bsd, in.k, in.v};
+    add_bias_and_past(inputs, 5, in);
+    std::vector<build::attr> own{{"num_heads", num_heads}};
+    // MultiHeadAttention hides the causal keys with mask_filter_value: the lowest float32 hides
+    // them as the model's −inf or finfo.min does, where the default −10000 is a score like
+    // others.
+    if (in.causal)
+      own.insert(own.end(), {{"unidirectional", 1},
+                             {"mask_filter_value", double(std::numeric_limits<float>::lowest())}});
+    r = outputs_of(
+        e.ops("MultiHeadAttention", inputs, attributes(std::move(own)), "com.microsoft", outputs));
+  }
   if (merged && !zero_rows) return r;
   std::string bsnh =
       e.op("Reshape", {r.y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
