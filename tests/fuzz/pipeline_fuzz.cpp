@@ -1,8 +1,8 @@
 // The whole pipeline on attention-like graphs: the fuzz input is decoded into a structurally valid
 // model (one or two attention blocks with random dims, dtypes, opsets, scale forms, kᵀ layouts,
-// masks, casts, a decode step's key/value cache, extra readers of interior values, missing inputs,
-// stray attributes, an If body), serialized, loaded and fused; pipeline_check.hpp says what must
-// hold.
+// masks (causal ones too), casts, a decode step's key/value cache, repeat_kv, extra readers of
+// interior values, missing inputs, stray attributes, an If body), serialized, loaded and fused;
+// pipeline_check.hpp says what must hold.
 //
 // Every choice reads 0 from an exhausted input and 0 is the common case, so the empty input is a
 // plain fusible block and short inputs stay close to it.
@@ -36,11 +36,20 @@ T pick(FuzzedDataProvider& in, const std::array<T, N>& options) {
 }
 
 enum class declared { exact, symbolic, none, rank_dropped };
-enum class key_form { bnsh, bsnh, bnhs, detour };
+enum class key_form { bnsh, bsnh, bnhs, detour, repeat_detour };
 enum class casts { none, round_trip, up_only, down_only, through_float64 };
 enum class scale_form { mul, mul_left, div, pre_scaled, pre_scaled_unequal, none };
 enum class scale_source { initializer, constant_node, graph_input, rank1, rank5, two_elements };
-enum class mask_form { none, full, broadcast, two_d, key_only, wrong_key, where_bool };
+enum class mask_form {
+  none,
+  full,
+  broadcast,
+  two_d,
+  key_only,
+  wrong_key,
+  where_bool,
+  causal_trilu
+};
 enum class merge_form { none, merged, flattened_wrong };
 
 struct dims {
@@ -57,8 +66,9 @@ class block_maker {
   value make() {
     const auto q = input("q", {n_.b, n_.h, n_.s, n_.d}, {"B", "H", "S", "D"});
     const value kt = key_transposed();
-    const auto v =
-        cached(input("v", {n_.b, n_.h_kv, n_.l, n_.d_v}, {"B", "Hkv", "L", "Dv"}), "v", n_.d_v);
+    const auto v = repeated(
+        cached(input("v", {n_.b, n_.h_kv, n_.l, n_.d_v}, {"B", "Hkv", "L", "Dv"}), "v", n_.d_v),
+        n_.d_v);
     const auto form = pick(
         in_, std::array{scale_form::mul, scale_form::div, scale_form::mul_left,
                         scale_form::pre_scaled, scale_form::pre_scaled_unequal, scale_form::none});
@@ -141,12 +151,14 @@ class block_maker {
   }
 
   value key_transposed() {
-    switch (
-        pick(in_, std::array{key_form::bnsh, key_form::bsnh, key_form::bnhs, key_form::detour})) {
+    switch (pick(in_, std::array{key_form::bnsh, key_form::bsnh, key_form::bnhs, key_form::detour,
+                                 key_form::repeat_detour})) {
       case key_form::bnsh:
         return interior(g_.op(
             "Transpose",
-            {cached(input("k", {n_.b, n_.h_kv, n_.l, n_.d}, {"B", "Hkv", "L", "D"}), "k", n_.d)},
+            {repeated(
+                cached(input("k", {n_.b, n_.h_kv, n_.l, n_.d}, {"B", "Hkv", "L", "D"}), "k", n_.d),
+                n_.d)},
             {{"perm", perm({0, 1, 3, 2})}}));
       case key_form::bsnh:
         return interior(g_.op("Transpose",
@@ -161,15 +173,40 @@ class block_maker {
         const value turned = g_.op("Transpose", {flat}, {{"perm", perm({0, 2, 1})}});
         return interior(g_.op("Reshape", {turned, shape_constant({n_.b, n_.h_kv, n_.d, n_.l})}));
       }
+      case key_form::repeat_detour: {  // the dynamo exporter's repeat_kv merged into the detour
+        const value k =
+            cached(input("k", {n_.b, n_.h_kv, n_.l, n_.d}, {"B", "Hkv", "L", "D"}), "k", n_.d);
+        const std::int64_t r = repeats(), heads = n_.h_kv * r;
+        const value flat =
+            g_.op("Reshape", {expanded(k, r, n_.d), shape_constant({n_.b * heads, keys_, n_.d})});
+        const value turned = g_.op("Transpose", {flat}, {{"perm", perm({0, 2, 1})}});
+        return interior(g_.op("Reshape", {turned, shape_constant({n_.b, heads, n_.d, keys_})}));
+      }
     }
     return {};
+  }
+
+  // transformers' repeat_kv, sometimes: each of the h_kv heads repeated h / h_kv times (twice
+  // where that is no whole number).
+  std::int64_t repeats() const { return n_.h % n_.h_kv == 0 ? n_.h / n_.h_kv : 2; }
+  value expanded(value x, std::int64_t r, std::int64_t head_size) {
+    const value u = g_.op("Unsqueeze", {x, shape_constant({2})});
+    return g_.op("Expand", {u, shape_constant({n_.b, n_.h_kv, r, keys_, head_size})});
+  }
+  value repeated(value x, std::int64_t head_size) {
+    if (in_.ConsumeIntegralInRange(0, 3) != 1) return x;
+    const std::int64_t r = repeats();
+    return interior(g_.op("Reshape", {expanded(x, r, head_size),
+                                      shape_constant({n_.b, n_.h_kv * r, keys_, head_size})}));
   }
 
   // A decode step's cache: Concat(past, new) along the sequence (or a wrong axis), which the model
   // usually returns as present. The past is as long as the new keys, so a mask over L keys no
   // longer fits: with and without a mask, both outcomes get fuzzed.
   value cached(value x, const std::string& stem, std::int64_t head_size) {
+    keys_ = n_.l;
     if (in_.ConsumeIntegralInRange(0, 3) != 1) return x;
+    keys_ = 2 * n_.l;
     const value past = input("past_" + stem, {n_.b, n_.h_kv, n_.l, head_size},
                              {"B", "Hkv", "L", stem == "k" ? "D" : "Dv"});
     const value present =
@@ -221,9 +258,10 @@ class block_maker {
   }
 
   value mask(dtype type) {
-    const auto form = pick(
-        in_, std::array{mask_form::none, mask_form::full, mask_form::broadcast, mask_form::two_d,
-                        mask_form::key_only, mask_form::wrong_key, mask_form::where_bool});
+    const auto form =
+        pick(in_, std::array{mask_form::none, mask_form::full, mask_form::broadcast,
+                             mask_form::two_d, mask_form::key_only, mask_form::wrong_key,
+                             mask_form::where_bool, mask_form::causal_trilu});
     if (form != mask_form::none && in_.ConsumeIntegralInRange(0, 15) == 1)
       return {name("missing_mask")};
     auto declared_mask = [&](std::vector<std::int64_t> sizes, std::vector<std::string> symbols,
@@ -247,6 +285,19 @@ class block_maker {
         return declared_mask({n_.b, 1, 1, n_.l}, {"B", "1", "1", "L"}, type);
       case mask_form::wrong_key:
         return declared_mask({n_.b, n_.h, n_.s, 1}, {"B", "H", "S", "1"}, type);
+      case mask_form::causal_trilu: {  // SDPA's is_causal as TorchScript writes it
+        const value ones =
+            g_.op("Expand", {outer_.scalar(dtype::float32, 1.0), shape_constant({n_.s, n_.l})});
+        const value lower = g_.op(
+            "Trilu", {ones, outer_.scalar(dtype::int64, double(in_.ConsumeIntegralInRange(-1, 1)))},
+            {{"upper", std::int64_t(in_.ConsumeIntegralInRange(0, 3) == 1)}});
+        const value hidden = g_.op("Equal", {lower, outer_.scalar(dtype::float32, 0.0)});
+        const double fill =
+            pick(in_, std::array{-std::numeric_limits<double>::infinity(),
+                                 double(std::numeric_limits<float>::lowest()), -65504.0, -1e4});
+        return g_.op("Where", {hidden, scale(type, fill, scale_source::initializer),
+                               scale(type, 0.0, scale_source::initializer)});
+      }
       case mask_form::where_bool: {
         const value keep =
             declared_mask({n_.b, 1, n_.s, n_.l}, {"B", "1", "S", "L"}, dtype::boolean);
@@ -279,6 +330,7 @@ class block_maker {
   dtype t_;
   dims n_;
   int index_;
+  std::int64_t keys_ = 0;  // the keys of the last k or v cached() returned
   std::vector<value> interior_;
 };
 
