@@ -424,12 +424,14 @@ TEST(GroupQuery, ACausalBlockReadsTheGroupedHeads) {
   EXPECT_EQ(bytes(m), once);
 }
 
+// A decode step of one query on a grouped cache of 3 keys, no mask: one new query sees every
+// key, so it is causal as it stands.
+decoder_block one_query_step() {
+  return {.select = false, .padding = {}, .tokens = 1, .kv_heads = 2, .repeat_kv = true, .past = 3};
+}
+
 TEST(GroupQuery, ADecodeStepOfOneQueryTakesTheCache) {
-  // One new query sees every key: causal, with no mask at all.
-  model m =
-      decoder_block{
-          .select = false, .padding = {}, .tokens = 1, .kv_heads = 2, .repeat_kv = true, .past = 3}
-          .build();
+  model m = one_query_step().build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["target"], "com.microsoft GroupQueryAttention");
@@ -444,13 +446,9 @@ TEST(GroupQuery, ADecodeStepOfOneQueryTakesTheCache) {
 }
 
 TEST(GroupQuery, ADecodeStepsPaddingMaskIsTheBias) {
-  model m = decoder_block{.select = false,
-                          .padding = {2, 1, 1, 4},
-                          .tokens = 1,
-                          .kv_heads = 2,
-                          .repeat_kv = true,
-                          .past = 3}
-                .build();
+  decoder_block spec = one_query_step();
+  spec.padding = {2, 1, 1, 4};
+  model m = spec.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["target"], "com.microsoft GroupQueryAttention");
@@ -464,14 +462,9 @@ TEST(GroupQuery, ADecodeStepsPaddingMaskIsTheBias) {
 }
 
 TEST(GroupQuery, TheDynamoExportersMergedRepeatIsReadAsTheGroupedHeads) {
-  model m = decoder_block{.select = false,
-                          .padding = {},
-                          .tokens = 1,
-                          .kv_heads = 2,
-                          .repeat_kv = true,
-                          .dynamo_detour = true,
-                          .past = 3}
-                .build();
+  decoder_block spec = one_query_step();
+  spec.dynamo_detour = true;
+  model m = spec.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["k_layout"], "BNSH via repeat_kv and a 3-D transpose");
@@ -480,15 +473,8 @@ TEST(GroupQuery, TheDynamoExportersMergedRepeatIsReadAsTheGroupedHeads) {
   fusekit::rewrite::check_invariants(m);
   // Regrouped to (2·4, H, L), the Transpose gives no kᵀ of the repeated heads: the op reads
   // the tensor the MatMul reads, transposed back, with its repeated heads.
-  model regrouped = decoder_block{.select = false,
-                                  .padding = {},
-                                  .tokens = 1,
-                                  .kv_heads = 2,
-                                  .repeat_kv = true,
-                                  .dynamo_detour = true,
-                                  .regrouped = true,
-                                  .past = 3}
-                        .build();
+  spec.regrouped = true;
+  model regrouped = spec.build();
   const auto other = fusekit::rules::fuse_all(regrouped);
   ASSERT_EQ(other.fusions.size(), 1u);
   EXPECT_EQ(other.fusions[0].params["target"], "com.microsoft MultiHeadAttention");
@@ -519,13 +505,9 @@ TEST(GroupQuery, NearMissesStayMultiHeadAttention) {
             "com.microsoft MultiHeadAttention (no: the head size 4 is not a proven multiple of 8)");
   // One query on keys joined before it, not a cache: without a past the op takes as many keys as
   // queries.
-  EXPECT_EQ(group_query_note({.select = false,
-                              .padding = {},
-                              .tokens = 1,
-                              .kv_heads = 2,
-                              .repeat_kv = true,
-                              .past = 3,
-                              .present_returned = false}),
+  decoder_block joined = one_query_step();
+  joined.present_returned = false;
+  EXPECT_EQ(group_query_note(joined),
             "com.microsoft MultiHeadAttention (no: the new keys [2, 2, 4, 8] are not proven as "
             "many as the queries [2, 4, 1, 8])");
   // Causality and padding summed: GroupQueryAttention has no bias to carry the padding.

@@ -308,11 +308,11 @@ bool causal_alone(const graph& g, const M& m) {
   return (has<"select">(m) || has<"mask">(m)) && not_causal_because(g, m).empty();
 }
 
-// What the block adds to the scaled scores, as the fused ops' bias (none where the op applies
-// causality itself): the mask, the select turned
-// additive (Where(keep, 0, fill)), or their sum.
+// What the block adds to the scaled scores, as the fused ops' bias: the mask, the select turned
+// additive (Where(keep, 0, fill)), or their sum; none where it is `causal` alone, which the op
+// applies itself.
 template <class M>
-fused::attention_call call_of(const graph& g, const M& m) {
+fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   const facts& f = facts_of(g);
   fused::attention_call c{
       .q = get<"q">(m), .kt = key_transposed(g, m), .v = get<"v">(m), .scale = scale_of(g, m)};
@@ -322,7 +322,7 @@ fused::attention_call call_of(const graph& g, const M& m) {
     parts = {g.input(select, 0), g.input(select, has<"keep">(m) ? 2 : 1)};
   }
   if (has<"mask">(m)) parts.push_back(get<"mask">(m));
-  if (parts.empty() || causal_alone(g, m)) return c;
+  if (parts.empty() || causal) return c;
   c.has_bias = true;
   c.bias_type = has<"mask">(m) ? g.type(get<"mask">(m)) : g.type(c.q);
   std::optional<std::vector<sym>> dims{std::vector<sym>{}};
@@ -344,7 +344,7 @@ rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts)
   using rewrite::verdict;
   const value_id q = get<"q">(m);
   const dtype t = g.type(q);
-  const fused::attention_call c = call_of(g, m);
+  const fused::attention_call c = call_of(g, m, causal_alone(g, m));
   if (auto refused = fused::admits(g, c, opts); !refused) return refused;
   const node_id up = get<"up">(m);
   node_id down = get<"down">(m);
@@ -449,9 +449,7 @@ inline bool is_cache(const graph& g, node_id concat) {
 // ONNX Runtime's Attention checks a mask's heads against the key/value heads, where the spec
 // broadcasts it over the query heads: a mask with a row per query head needs as many key/value
 // heads, so the op reads the repeated ones.
-template <class M>
-bool mask_per_query_head(const graph& g, const M& m) {
-  const fused::attention_call c = call_of(g, m);
+inline bool mask_per_query_head(const fused::attention_call& c) {
   if (!c.has_bias || !c.bias_dims || c.bias_dims->size() < 3) return false;
   return !(*c.bias_dims)[c.bias_dims->size() - 3].is_constant(1);
 }
@@ -501,7 +499,8 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged)
   // alone, or one query, which causality shows every key (a decode step; its mask, if any, is
   // the op's bias).
   bool group_query = !onnx && both_grouped && (causal || f.dim_of(get<"q">(m), 2)->is_constant(1));
-  const bool onnx_grouped = onnx && both_grouped && !mask_per_query_head(g, m);
+  const fused::attention_call call = call_of(g, m, causal);
+  const bool onnx_grouped = onnx && both_grouped && !mask_per_query_head(call);
   if (onnx && both_grouped && !onnx_grouped)
     e.note("kv_heads",
            "repeated: ONNX Runtime's Attention takes a mask per query head only for "
@@ -542,7 +541,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged)
     in.k = e.value(get<"k_new">(m)), in.past_k = e.value(get<"k_past">(m));
     in.v = e.value(get<"v_new">(m)), in.past_v = e.value(get<"v_past">(m));
   }
-  const fused::attention_outputs out = fused::emit_attention(g, call_of(g, m), in, e, merged);
+  const fused::attention_outputs out = fused::emit_attention(g, call, in, e, merged);
   if (absorbed) {
     e.replace(g.output(get<"k_cache">(m), 0), out.present_k);
     e.replace(g.output(get<"v_cache">(m), 0), out.present_v);
