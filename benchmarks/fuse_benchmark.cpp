@@ -47,8 +47,10 @@ struct one_pass {
     names = std::make_unique<rewrite::name_pool>(m.proto);
   }
   void collect() {
-    rewrite::detail::collect<rules::dit_attention_merged, rules::dit_attention>(*g, {}, *names,
-                                                                                found, out);
+    const rules::attention_options attention;
+    const rewrite::options run;
+    rewrite::detail::attempt_sink sink{run, *names, found, out};
+    rewrite::detail::collect(*g, rules::bundled(attention), sink);
   }
 };
 

@@ -20,7 +20,7 @@ using fusekit::dtype;
 using fusekit::model;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using target = fusekit::rewrite::options::target;
+using target = fusekit::rules::attention_options::target;
 
 constexpr double lowest_float = std::numeric_limits<float>::lowest();  // torch's finfo.min
 constexpr double minus_inf = -std::numeric_limits<double>::infinity();
@@ -148,8 +148,8 @@ struct decoder_block {
   }
 };
 
-fusekit::rewrite::options on(target t) {
-  fusekit::rewrite::options opts;
+fusekit::rules::attention_options on(target t) {
+  fusekit::rules::attention_options opts;
   opts.fused_target = t;
   return opts;
 }
@@ -158,7 +158,7 @@ fusekit::rewrite::options on(target t) {
 std::string near_miss(const decoder_block& spec, target t = target::ort) {
   model m = spec.build();
   const std::string before = bytes(m);
-  const auto report = fusekit::rules::fuse_all(m, on(t));
+  const auto report = fusekit::rules::fuse_all(m, {}, on(t));
   EXPECT_EQ(bytes(m), before);
   EXPECT_TRUE(report.fusions.empty());
   if (report.near_misses.size() != 1)
@@ -221,7 +221,7 @@ TEST(DecoderSelect, NearMisses) {
 // Fuses and returns the one fusion's causal note ("yes" when the mask became the op's).
 std::string causal_note(const decoder_block& spec, target t = target::ort) {
   model m = spec.build();
-  const auto report = fusekit::rules::fuse_all(m, on(t));
+  const auto report = fusekit::rules::fuse_all(m, {}, on(t));
   if (report.fusions.size() != 1) return "fusions: " + std::to_string(report.fusions.size());
   fusekit::rewrite::check_invariants(m);
   if (report.fusions[0].params["mask"] == "causal, the op's own") return "yes";
@@ -257,7 +257,7 @@ TEST(DecoderCausal, TorchScriptsTriluMaskBecomesUnidirectionalMultiHeadAttention
 
 TEST(DecoderCausal, GptTwosConstantTriangleSelectBecomesIsCausalAttention) {
   model m = decoder_block{.opset = 23, .padding = {}, .constant_triangle = true}.build();
-  const auto report = fusekit::rules::fuse_all(m, on(target::onnx));
+  const auto report = fusekit::rules::fuse_all(m, {}, on(target::onnx));
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["mask"], "causal, the op's own");
   EXPECT_EQ(op_types(m), (std::vector<std::string>{"Attention"}));
@@ -310,7 +310,7 @@ TEST(DecoderCausal, NearMissesKeepTheMaskAsTheBias) {
 // Fuses and returns the one fusion's kv_cache note.
 std::string cache_note(const decoder_block& spec, target t = target::ort) {
   model m = spec.build();
-  const auto report = fusekit::rules::fuse_all(m, on(t));
+  const auto report = fusekit::rules::fuse_all(m, {}, on(t));
   if (report.fusions.size() != 1) return "fusions: " + std::to_string(report.fusions.size());
   fusekit::rewrite::check_invariants(m);
   return report.fusions[0].params.value("kv_cache", "no kv_cache note");
@@ -352,7 +352,7 @@ TEST(DecoderCache, AGroupedCacheMovesIntoAttentionBeforeRepeatKv) {
       decoder_block{
           .opset = 23, .select = false, .padding = {}, .kv_heads = 2, .repeat_kv = true, .past = 3}
           .build();
-  const auto report = fusekit::rules::fuse_all(m, on(target::onnx));
+  const auto report = fusekit::rules::fuse_all(m, {}, on(target::onnx));
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["kv_cache"], "past and present in the fused op");
   EXPECT_EQ(op_types(m), (std::vector<std::string>{"Attention"}));
@@ -519,7 +519,7 @@ TEST(GroupQuery, NearMissesStayMultiHeadAttention) {
 
 TEST(FusedOpContracts, GroupedKeyValueHeadsGoToAttentionWhenQsHeadsAreAMultiple) {
   model m = decoder_block{.opset = 23, .kv_heads = 2, .repeat_kv = true}.build();
-  const auto report = fusekit::rules::fuse_all(m, on(target::onnx));
+  const auto report = fusekit::rules::fuse_all(m, {}, on(target::onnx));
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["kv_heads"], 2);
   // repeat_kv goes: Attention reads the graph's own two-head k and v.
@@ -533,7 +533,7 @@ TEST(FusedOpContracts, AttentionReadsTheRepeatedHeadsForAMaskPerQueryHead) {
   // ONNX Runtime's Attention refuses at run time a mask of 4 heads for 2 key/value heads.
   model m =
       decoder_block{.opset = 23, .padding = {2, 4, 5, 5}, .kv_heads = 2, .repeat_kv = true}.build();
-  const auto report = fusekit::rules::fuse_all(m, on(target::onnx));
+  const auto report = fusekit::rules::fuse_all(m, {}, on(target::onnx));
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["kv_heads"],
             "repeated: ONNX Runtime's Attention takes a mask per query head only for as many "

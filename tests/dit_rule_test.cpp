@@ -21,7 +21,8 @@ using fusekit::dtype;
 using fusekit::model;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using target = fusekit::rewrite::options::target;
+using attention_options = fusekit::rules::attention_options;
+using target = attention_options::target;
 
 // One attention block: MatMul(q, Transpose(k)) → [Cast] → Mul(scale) → Softmax → [Cast] → MatMul.
 struct block {
@@ -68,17 +69,26 @@ struct block {
 };
 
 // Fuses with the bundled rules; expects nothing to change and returns the one near miss.
-std::string near_miss_of(model m, fusekit::rewrite::options opts = {}) {
+std::string near_miss_of(model m, attention_options opts = {}) {
   const std::string before = bytes(m);
-  const auto report = fusekit::rules::fuse_all(m, opts);
+  const auto report = fusekit::rules::fuse_all(m, {}, opts);
   EXPECT_EQ(bytes(m), before);
   EXPECT_TRUE(report.fusions.empty());
   if (report.near_misses.size() != 1)
     return "near misses: " + std::to_string(report.near_misses.size());
   return report.near_misses[0].anchor + ": " + report.near_misses[0].reason;
 }
-std::string near_miss(const block& spec, fusekit::rewrite::options opts = {}) {
+std::string near_miss(const block& spec, attention_options opts = {}) {
   return near_miss_of(spec.build(), opts);
+}
+
+// The list fuse_all runs and the names the command line accepts are one list.
+TEST(Registry, FuseAllRunsTheRulesItNames) {
+  model m = block{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  const auto names = fusekit::rules::names();
+  EXPECT_EQ(report.rules, std::vector<std::string>(names.begin(), names.end()));
+  EXPECT_EQ(report.rules, (std::vector<std::string>{"dit-attention-merged", "dit-attention"}));
 }
 
 TEST(DitRule, FusesTheF5Block) {
@@ -108,9 +118,9 @@ TEST(DitRule, FusesToStandardAttentionAtOpset23) {
   block spec;
   spec.opset = 23;
   model m = spec.build();
-  fusekit::rewrite::options opts;
+  attention_options opts;
   opts.fused_target = target::onnx;
-  const auto report = fusekit::rules::fuse_all(m, opts);
+  const auto report = fusekit::rules::fuse_all(m, {}, opts);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(op_types(m), (std::vector<std::string>{"Attention"}));
   // Attention reads K in BNSH: the graph's own k, once its Transpose is fused away.
@@ -184,7 +194,7 @@ TEST(DitRule, NearMisses) {
             "[1, 4, S, 8] are not proven equal, nor (target onnx) a proven multiple of the "
             "key/value heads");
 
-  fusekit::rewrite::options onnx_target;
+  attention_options onnx_target;
   onnx_target.fused_target = target::onnx;  // Attention is opset 23; the model imports 17
   EXPECT_EQ(near_miss(block{}, onnx_target),
             "MatMul 'context': target onnx needs ai.onnx opset 23 for Attention; the model "
@@ -215,9 +225,9 @@ TEST(DitRule, TheMergedBlockKeepsWhatItsReplacementReads) {
   auto merged = b.op("Reshape", {context, b.constant(dtype::int64, {3}, {0, 0, 32})});
   b.output(merged, dtype::float32, {1, "S", 32});
   model m = b.build_model();
-  fusekit::rewrite::options opts;
+  attention_options opts;
   opts.fused_target = target::onnx;
-  const auto report = fusekit::rules::fuse_all(m, opts);
+  const auto report = fusekit::rules::fuse_all(m, {}, opts);
   ASSERT_EQ(report.fusions.size(), 1u);
   // kᵀ comes in as BNHS: one Transpose gives Attention its BNSH key.
   EXPECT_EQ(op_types(m), (std::vector<std::string>{"Constant", "Transpose", "Attention",
@@ -226,7 +236,7 @@ TEST(DitRule, TheMergedBlockKeepsWhatItsReplacementReads) {
 }
 
 TEST(DitRule, NumHeadsMayNotContradictTheModel) {
-  fusekit::rewrite::options opts;
+  attention_options opts;
   opts.num_heads = 8;  // the shapes say 4: splitting into 8 would compute something else
   EXPECT_EQ(near_miss(block{}, opts),
             "MatMul 'context': --num-heads 8 contradicts the 4 heads of the model");
@@ -292,7 +302,7 @@ TEST(DitFacts, ALongElementWiseChainBeforeQKeepsItsShape) {
 TEST(DitFacts, HeadsFromAComputedSplitBindTheHint) {
   // The split's target is computed from x's shape; the heads (4) are still proven, so a hint
   // of 8 contradicts the model.
-  fusekit::rewrite::options opts;
+  attention_options opts;
   opts.num_heads = 8;
   EXPECT_EQ(near_miss_of(split_block{.computed_shape = true}.build(), opts),
             "MatMul 'context': --num-heads 8 contradicts the 4 heads of the model");

@@ -23,6 +23,7 @@ using fusekit::graph;
 using fusekit::model;
 using fusekit::build::model_builder;
 using fusekit::build::value;
+using fusekit::rewrite::any_rule;
 using fusekit::rewrite::emitter;
 using fusekit::rewrite::fuse;
 using fusekit::rewrite::verdict;
@@ -40,7 +41,7 @@ struct double_negation {
 struct silu {
   static constexpr std::string_view name = "silu";
   static constexpr auto pattern = commutative(op<"Mul">(capture<"x">, op<"Sigmoid">(capture<"x">)));
-  static verdict guard(const graph& g, const auto& m, const fusekit::rewrite::options&) {
+  static verdict guard(const graph& g, const auto& m) {
     if (!fusekit::is_float(g.type(get<"x">(m))))
       return verdict::no("x is " + std::string(dtype_name(g.type(get<"x">(m)))) +
                          ", QuickGelu needs a float type");
@@ -52,6 +53,28 @@ struct silu {
     e.note("activation", "silu");
   }
 };
+
+// silu with options of its own: whether float16 may fuse (a runtime without the kernel says no).
+struct silu_options {
+  bool float16 = true;
+};
+struct configurable_silu : silu {
+  static constexpr std::string_view name = "configurable-silu";
+  using options = silu_options;
+  static verdict guard(const graph& g, const auto& m, const options& o) {
+    if (g.type(get<"x">(m)) == dtype::float16 && !o.float16)
+      return verdict::no("float16 is off in this rule's options");
+    return silu::guard(g, m);
+  }
+};
+
+// A rule bound to a temporary's options would read them after they are gone.
+template <class O>
+constexpr bool binds = requires(O&& o) {
+  any_rule::of<configurable_silu>(std::forward<O>(o));
+};
+static_assert(binds<const silu_options&>);
+static_assert(!binds<silu_options>);
 
 // Emits a node, then fails: the model must come out untouched.
 struct fails_half_way {
@@ -121,7 +144,7 @@ struct abs_again {
 struct throws_after_silu {
   static constexpr std::string_view name = "throws-after-silu";
   static constexpr auto pattern = op<"Add">(capture<"a">, capture<"b">);
-  static verdict guard(const graph& g, const auto& m, const fusekit::rewrite::options&) {
+  static verdict guard(const graph& g, const auto& m) {
     const fusekit::node_id p = g.producer(get<"a">(m));
     if (p != fusekit::no_id && g.op_type(p) == "QuickGelu") throw fusekit::error("cannot read");
     return verdict::no("not fed by QuickGelu");
@@ -215,6 +238,28 @@ TEST(Fuse, GuardRefusalsAreNearMissesWithTheirReason) {
   ASSERT_EQ(report.near_misses.size(), 1u);
   EXPECT_EQ(report.near_misses[0].anchor, "Mul 'Mul_1'");
   EXPECT_EQ(report.near_misses[0].reason, "x is int32, QuickGelu needs a float type");
+}
+
+TEST(RuleOptions, EachRuleReadsTheOptionsItWasBoundTo) {
+  model m = silu_model(dtype::float16);
+  const std::string before = bytes(m);
+  const silu_options no_float16{.float16 = false};
+  const any_rule refusing[] = {any_rule::of<configurable_silu>(no_float16)};
+  const auto report = fuse(m, refusing);
+  EXPECT_EQ(bytes(m), before);
+  ASSERT_EQ(report.near_misses.size(), 1u);
+  EXPECT_EQ(report.near_misses[0].reason, "float16 is off in this rule's options");
+  // The same rule with its options' defaults, as fuse<…> binds it.
+  EXPECT_EQ(fuse<configurable_silu>(m).fusions.size(), 1u);
+}
+
+TEST(RuleOptions, TheRunsOptionsPickRulesByName) {
+  model m = silu_model();
+  const any_rule rules[] = {any_rule::of<double_negation>(), any_rule::of<silu>()};
+  const auto report = fuse(m, rules, {.rules = {"double-negation"}});
+  EXPECT_EQ(report.rules, std::vector<std::string>{"double-negation"});
+  EXPECT_TRUE(report.fusions.empty());  // silu would have matched
+  EXPECT_EQ(fuse(m, rules).fusions.size(), 1u);
 }
 
 TEST(Fuse, ReplacementByAnExistingValueGoesThroughIdentityWhenNamed) {

@@ -56,6 +56,7 @@ struct arguments {
   std::string command;
   std::string input, output, report, node, dot;
   fusekit::rewrite::options options;
+  fusekit::rules::attention_options attention;
   bool dry_run = false, quiet = false;
 };
 
@@ -89,24 +90,24 @@ arguments parse(int argc, char** argv) {
     } else if (flag == "--rules") {
       const std::string& list = value();
       if (list != "all") a.options.rules = split(list);
+      const std::vector<std::string_view> known = fusekit::rules::names();
       for (const std::string& name : a.options.rules)
-        if (std::find(fusekit::rules::names.begin(), fusekit::rules::names.end(), name) ==
-            fusekit::rules::names.end())
+        if (std::find(known.begin(), known.end(), name) == known.end())
           throw usage_error("unknown rule '" + name + "'");
     } else if (flag == "--target") {
       const std::string& target = value();
       if (target != "ort" && target != "onnx") throw usage_error("--target is ort or onnx");
-      a.options.fused_target = target == "onnx" ? fusekit::rewrite::options::target::onnx
-                                                : fusekit::rewrite::options::target::ort;
+      using target_op = fusekit::rules::attention_options::target;
+      a.attention.fused_target = target == "onnx" ? target_op::onnx : target_op::ort;
     } else if (flag == "--num-heads") {
       const std::string& n = value();
       char* end = nullptr;
       errno = 0;
-      a.options.num_heads = std::strtoll(n.c_str(), &end, 10);
+      a.attention.num_heads = std::strtoll(n.c_str(), &end, 10);
       // The fused ops store num_heads as a 32-bit attribute: larger counts are refused, never
       // clamped.
-      if (*end != '\0' || errno == ERANGE || a.options.num_heads <= 0 ||
-          a.options.num_heads > std::numeric_limits<std::int32_t>::max())
+      if (*end != '\0' || errno == ERANGE || a.attention.num_heads <= 0 ||
+          a.attention.num_heads > std::numeric_limits<std::int32_t>::max())
         throw usage_error("--num-heads needs a positive integer below 2^31, not '" + n + "'");
     } else if (flag == "--explain") {
       a.options.explain = true;
@@ -182,7 +183,7 @@ int fuse(const arguments& a) {
   say("fusing");
   // The checker's complaint about the input is no reason to refuse the output; a new one is.
   const std::string input_error = fusekit::rewrite::checker_error(m);
-  auto report = fusekit::rules::fuse_all(m, a.options);
+  auto report = fusekit::rules::fuse_all(m, a.options, a.attention);
   if (auto note = fusekit::rewrite::check_rewrite(m, input_error))
     report.notes.push_back(std::move(*note));
   // The report is staged first and published only after the model is written: a failure
@@ -229,9 +230,9 @@ int inspect(const arguments& a) {
   for (const auto& [t, n] : dtypes) std::cout << " " << t << " " << n << ";";
   std::cout << "\nattention-like blocks (Softmax nodes): " << softmaxes.size() << "\n";
   fusekit::model copy = m;
-  const auto report = fusekit::rules::fuse_all(copy, a.options);
+  const auto report = fusekit::rules::fuse_all(copy, a.options, a.attention);
   std::cout << "rules:";
-  for (std::string_view name : fusekit::rules::names) std::cout << " " << name;
+  for (std::string_view name : fusekit::rules::names()) std::cout << " " << name;
   std::cout << "\n" << report.to_table();
   return 0;
 }
@@ -295,7 +296,7 @@ int explain(const arguments& a) {
   fusekit::model copy = m;
   fusekit::rewrite::options all = a.options;
   all.explain = true;
-  const auto report = fusekit::rules::fuse_all(copy, all);
+  const auto report = fusekit::rules::fuse_all(copy, all, a.attention);
   std::set<std::string> matched;
   std::string failing;
   std::size_t deepest = 0;
@@ -330,7 +331,7 @@ int demo(const arguments& a) {
   fusekit::model m{fusekit::samples::make_dit_model({}), "dit_sample.onnx"};
   std::cout << "fusekit demo: the bundled sample, examples/models/dit_sample.onnx (a 2-layer "
                "F5-TTS-like DiT in float16: RoPE on q and k, cast-wrapped softmax, scale 100)\n\n";
-  const auto report = fusekit::rules::fuse_all(m, a.options);
+  const auto report = fusekit::rules::fuse_all(m, a.options, a.attention);
   fusekit::rewrite::check_invariants(m);
   std::cout << report.to_table();
   return 0;

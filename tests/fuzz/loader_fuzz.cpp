@@ -15,9 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const fusekit::error&) {
     return 0;
   }
-  fusekit::rewrite::options opts;
+  fusekit::rules::attention_options attention;
   // The input's length picks the target, so mutations of one seed exercise both.
-  if (size % 2 == 1) opts.fused_target = fusekit::rewrite::options::target::onnx;
-  fusekit::fuzz::fuse_and_check(std::move(m), opts);
+  if (size % 2 == 1) attention.fused_target = fusekit::rules::attention_options::target::onnx;
+  fusekit::fuzz::fuse_and_check(std::move(m), attention);
   return 0;
 }

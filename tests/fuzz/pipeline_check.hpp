@@ -32,10 +32,10 @@ inline bool passes_invariants(const model& m) {
   }
 }
 
-inline void fuse_and_check(model m, const rewrite::options& opts) {
+inline void fuse_and_check(model m, const rules::attention_options& attention) {
   const bool valid = passes_invariants(m);
   try {
-    rules::fuse_all(m, opts);
+    rules::fuse_all(m, {}, attention);
   } catch (const error& e) {
     if (valid) broken("a valid model made fuse_all throw", e.what());
     return;
@@ -53,7 +53,7 @@ inline void fuse_and_check(model m, const rewrite::options& opts) {
   } catch (const error& e) {
     broken("the fused model does not load", e.what());
   }
-  rules::fuse_all(again, opts);
+  rules::fuse_all(again, {}, attention);
   if (detail::serialize_deterministic(again.proto) != once)
     broken("a second run", "changed the fused model");
 }

@@ -374,10 +374,10 @@ void perturb(FuzzedDataProvider& in, graph_builder& g, const std::vector<value>&
   }
 }
 
-fusekit::model attention_model(FuzzedDataProvider& in, fusekit::rewrite::options& opts) {
+fusekit::model attention_model(FuzzedDataProvider& in, fusekit::rules::attention_options& opts) {
   const std::int64_t opset =
       pick(in, std::array<std::int64_t, 9>{17, 23, 13, 11, 18, 21, 24, 7, 26});
-  if (in.ConsumeBool()) opts.fused_target = fusekit::rewrite::options::target::onnx;
+  if (in.ConsumeBool()) opts.fused_target = fusekit::rules::attention_options::target::onnx;
   opts.num_heads = pick(in, std::array<std::int64_t, 6>{0, 2, 1, 3, 4, 1LL << 30});
   const dtype t = pick(in, std::array{dtype::float32, dtype::float16, dtype::float64,
                                       dtype::bfloat16, dtype::int32});
@@ -418,7 +418,7 @@ fusekit::model attention_model(FuzzedDataProvider& in, fusekit::rewrite::options
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
-  fusekit::rewrite::options opts;
+  fusekit::rules::attention_options opts;
   fusekit::model built = attention_model(in, opts);
   // Turns a crashing input into a model file for a bug report (run the target on that input alone).
   if (const char* out = std::getenv("FUSEKIT_FUZZ_SAVE")) fusekit::save_model(built, out);

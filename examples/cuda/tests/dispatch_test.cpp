@@ -143,11 +143,10 @@ TEST(Dispatch, RefusesWhatTheKernelsDoNotCompute) {
 }
 
 // The DiT rules' own output: every fused node maps, with the parameters the report records.
-void check_fused_model(fusekit::model& m, fusekit::rewrite::options::target target,
+void check_fused_model(fusekit::model& m, fusekit::rules::attention_options::target target,
                        const std::string& what) {
-  fusekit::rewrite::options opts;
-  opts.fused_target = target;
-  const fusekit::rewrite::report r = fusekit::rules::fuse_all(m, opts);
+  const fusekit::rules::attention_options attention{.fused_target = target};
+  const fusekit::rewrite::report r = fusekit::rules::fuse_all(m, {}, attention);
   ASSERT_FALSE(r.fusions.empty()) << what;
   infer_static_shapes(m.proto);
   const fusekit::graph g(m);
@@ -169,7 +168,7 @@ TEST(Dispatch, FusedTestModelsMapWithTheReportedParameters) {
                            "f5tts_dit.ts17.fp32.onnx", "sd3.dynamo18.fp16.onnx"}) {
     fusekit::model m =
         fusekit::load_model(std::string(FUSEKIT_SOURCE_DIR) + "/tests/models/" + file);
-    check_fused_model(m, fusekit::rewrite::options::target::ort, file);
+    check_fused_model(m, fusekit::rules::attention_options::target::ort, file);
   }
 }
 
@@ -182,7 +181,7 @@ TEST(Dispatch, RulesOnnxTargetMaps) {
   const auto s = b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float16, 100.0)});
   b.output(b.op("MatMul", {b.op("Softmax", {s}, {{"axis", -1}}), v}));
   fusekit::model m = b.build_model();
-  check_fused_model(m, fusekit::rewrite::options::target::onnx, "DiT block, opset 23");
+  check_fused_model(m, fusekit::rules::attention_options::target::onnx, "DiT block, opset 23");
 }
 
 // What the dynamo exporter writes itself at opset 23: ai.onnx Attention, already fused.

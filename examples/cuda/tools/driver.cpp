@@ -124,12 +124,12 @@ int main(int argc, char** argv) {
     const arguments a = parse(argc, argv);
     fusekit::model m = fusekit::load_model(a.model);
     if (!a.fuse.empty()) {
-      fusekit::rewrite::options opts;
+      fusekit::rules::attention_options attention;
       if (a.fuse == "onnx")
-        opts.fused_target = fusekit::rewrite::options::target::onnx;
+        attention.fused_target = fusekit::rules::attention_options::target::onnx;
       else if (a.fuse != "ort")
         throw std::runtime_error("--fuse takes ort or onnx");
-      const auto report = fusekit::rules::fuse_all(m, opts);
+      const auto report = fusekit::rules::fuse_all(m, {}, attention);
       std::printf("fused %zu attention blocks\n", report.fusions.size());
     }
     flash::infer_static_shapes(m.proto);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
@@ -70,6 +71,20 @@ inline std::string serialize_deterministic(const onnx::ModelProto& m) {
     m.SerializeToCodedStream(&out);
   }
   return bytes;
+}
+
+// The same bytes, written as they are made: no copy of the whole model in memory.
+inline void serialize_deterministic(const onnx::ModelProto& m, std::ostream& to) {
+  google::protobuf::io::OstreamOutputStream stream(&to);
+  google::protobuf::io::CodedOutputStream out(&stream);
+  out.SetSerializationDeterministic(true);
+  m.SerializeToCodedStream(&out);
+}
+
+inline bool parse_from(onnx::ModelProto& m, google::protobuf::io::ZeroCopyInputStream& from) {
+  google::protobuf::io::CodedInputStream in(&from);
+  in.SetTotalBytesLimit(INT_MAX);
+  return m.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
 }
 
 // Writes beside the target and renames, so a reader never sees a partial file.
@@ -150,19 +165,11 @@ inline void check_external_data(const model& m) {
   });
 }
 
-// Parses a model held in memory. `path` names it in errors and locates its external data.
-inline model parse_model(std::string_view bytes, std::filesystem::path path = "<memory>") {
-  const std::string file = path.string();
-  if (bytes.empty()) throw error("empty file, not an ONNX model", {.file = file});
-  if (bytes.size() > std::size_t(INT_MAX))
-    throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
-                {.file = file});
-  model m{.proto = {}, .path = std::move(path)};
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
-  in.SetTotalBytesLimit(INT_MAX);
-  if (!m.proto.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    throw error(detail::diagnose_wire_format(bytes), {.file = file});
+namespace detail {
+
+// What a parsed model must hold before anything reads it.
+inline void check_parsed(const model& m) {
+  const std::string file = m.path.string();
   if (!m.proto.has_graph())
     throw error("not an ONNX model: it has no graph", {.file = file, .field = "graph"});
   if (!m.proto.has_ir_version())
@@ -173,6 +180,22 @@ inline model parse_model(std::string_view bytes, std::filesystem::path path = "<
                     std::to_string(min_ir_version) + " to " + std::to_string(max_ir_version) + ")",
                 {.file = file, .field = "ir_version"});
   check_external_data(m);
+}
+
+}  // namespace detail
+
+// Parses a model held in memory. `path` names it in errors and locates its external data.
+inline model parse_model(std::string_view bytes, std::filesystem::path path = "<memory>") {
+  const std::string file = path.string();
+  if (bytes.empty()) throw error("empty file, not an ONNX model", {.file = file});
+  if (bytes.size() > std::size_t(INT_MAX))
+    throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
+                {.file = file});
+  model m{.proto = {}, .path = std::move(path)};
+  google::protobuf::io::ArrayInputStream in(bytes.data(), static_cast<int>(bytes.size()));
+  if (!detail::parse_from(m.proto, in))
+    throw error(detail::diagnose_wire_format(bytes), {.file = file});
+  detail::check_parsed(m);
   return m;
 }
 
@@ -187,11 +210,27 @@ inline model load_model(const std::filesystem::path& path) {
   if (size > std::streamoff(INT_MAX))
     throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
                 {.file = path.string()});
-  std::string bytes(static_cast<std::size_t>(size), '\0');
+  if (size == 0) throw error("empty file, not an ONNX model", {.file = path.string()});
   in.seekg(0);
-  in.read(bytes.data(), size);
-  if (!in) throw error("read failed", {.file = path.string()});
-  return parse_model(bytes, path);
+  // Parsed as it is read: the file's bytes are never all in memory beside the model.
+  model m{.proto = {}, .path = path};
+  bool parsed = false;
+  {
+    google::protobuf::io::IstreamInputStream stream(&in);
+    parsed = detail::parse_from(m.proto, stream);
+  }
+  if (in.bad()) throw error("read failed", {.file = path.string()});
+  if (!parsed) {
+    // Only a model that does not parse is read whole, to say where its bytes go wrong.
+    std::string bytes(static_cast<std::size_t>(size), '\0');
+    in.clear();
+    in.seekg(0);
+    in.read(bytes.data(), size);
+    if (!in) throw error("read failed", {.file = path.string()});
+    throw error(detail::diagnose_wire_format(bytes), {.file = path.string()});
+  }
+  detail::check_parsed(m);
+  return m;
 }
 
 struct save_options {
@@ -229,8 +268,7 @@ inline void save_model(const model& m, const std::filesystem::path& out,
 
   if (!relocate && !externalize_from) {
     detail::staged_file file(out);
-    const std::string bytes = detail::serialize_deterministic(m.proto);
-    file.stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    detail::serialize_deterministic(m.proto, file.stream());
     file.close();
     file.commit();
     return;
@@ -262,8 +300,7 @@ inline void save_model(const model& m, const std::filesystem::path& out,
     throw e.in_file(m.path.string());
   }
   detail::staged_file file(out);
-  const std::string bytes = detail::serialize_deterministic(copy);
-  file.stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  detail::serialize_deterministic(copy, file.stream());
   file.close();
   data.close();
   if (data_used) data.commit();

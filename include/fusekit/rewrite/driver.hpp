@@ -1,4 +1,5 @@
-// Running rules over a model: fuse<rules…>(model, options).
+// Running rules over a model: fuse(model, rules, options) for a list of any_rule, or
+// fuse<rules…>(model, options) for rules named in the program.
 //
 // Each pass indexes the model, tries every rule at its anchors (from the op index) in every graph
 // and subgraph, keeps the matches whose guard agrees, whose emit completes and whose edit reads
@@ -13,6 +14,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <memory>
 #include <set>
@@ -24,7 +26,7 @@
 
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/io/model.hpp"
-#include "fusekit/pattern/match.hpp"
+#include "fusekit/rewrite/any_rule.hpp"
 #include "fusekit/rewrite/emitter.hpp"
 #include "fusekit/rewrite/invariants.hpp"
 #include "fusekit/rewrite/journal.hpp"
@@ -44,101 +46,10 @@ using survey = void (*)(const graph&, report&);
 
 namespace detail {
 
-struct candidate {
-  std::string_view rule;
-  int priority;
-  const graph* where;
-  node_id root;
-  std::size_t position;  // of the root in topological order
-  std::vector<node_id> nodes;
-  std::unique_ptr<emitter> edit;
-  std::vector<value_id> reads;     // existing values the edit reads
-  std::vector<value_id> replaced;  // matched values the edit computes anew
-
-  footprint print() const { return {root, nodes, reads, replaced}; }
-};
-
-template <class R>
-constexpr std::size_t near_miss_depth() {
-  if constexpr (requires { R::near_miss_depth; })
-    return R::near_miss_depth;
-  else
-    return 2;
-}
-
-inline std::vector<std::string> describe_all(const graph& g, std::span<const node_id> nodes) {
-  std::vector<std::string> out;
-  out.reserve(nodes.size());
-  for (node_id n : nodes) out.push_back(g.describe(n));
-  return out;
-}
-
-// A rule may say which anchors look like its block at all (R::resembles(g, n)); a failed match
-// at any other anchor is no near miss, however far it got (a RoPE MatMul is not attention).
-template <class R>
-bool resembles(const graph& g, node_id n) {
-  if constexpr (requires { R::resembles(g, n); })
-    return R::resembles(g, n);
-  else
-    return true;
-}
-
-template <class R>
-void try_rule(const graph& g, const options& opts, name_pool& names, std::vector<candidate>& found,
-              report& out) {
-  if (!opts.runs(R::name)) return;
-  for (node_id n : pattern::anchors(R::pattern, g)) {
-    auto m = pattern::match(R::pattern, g, n);
-    auto refuse = [&](std::string reason) {
-      out.near_misses.push_back({std::string(R::name), g.describe(n), std::move(reason),
-                                 m.nodes().size(), describe_all(g, m.nodes()), g.describe(n)});
-    };
-    if (!m) {
-      // Most anchors are unrelated nodes: only one that could be a near miss pays for the
-      // explanation, once.
-      if (!opts.explain && !resembles<R>(g, n)) continue;
-      pattern::explanation why;
-      pattern::match(R::pattern, g, n, &why);
-      // A near miss got as far as the op type of the rule's near_miss_depth-th node. Failing
-      // before that, on the anchor's own inputs, is not one.
-      if (opts.explain || why.progress + 1 >= 2 * near_miss_depth<R>())
-        out.near_misses.push_back(
-            {std::string(R::name), g.describe(n), why.message, why.depth,
-             describe_all(g, why.matched),
-             why.failing_node == no_id ? std::string() : g.describe(why.failing_node)});
-      continue;
-    }
-    const verdict v = guard_of<R>(g, m, opts);
-    if (!v) {
-      refuse(v.reason);
-      continue;
-    }
-    auto edit = std::make_unique<emitter>(g, n, opts, names, std::string(R::name));
-    try {
-      R::emit(g, m, *edit);
-    } catch (const std::exception& e) {
-      refuse(std::string("emit failed, nothing changed: ") + e.what());
-      continue;
-    }
-    edit_check check(g, n, m.nodes(), *edit);
-    if (std::string why = check.run(); !why.empty()) {
-      refuse(std::move(why));
-      continue;
-    }
-    edit->name_replacements();
-    found.push_back({R::name, priority_of<R>(), &g, n, g.topological_position(n),
-                     std::vector<node_id>(m.nodes().begin(), m.nodes().end()), std::move(edit),
-                     check.reads(), check.replaced()});
-  }
-}
-
-template <class... Rules>
-void collect(const graph& g, const options& opts, name_pool& names, std::vector<candidate>& found,
-             report& out) {
-  (try_rule<Rules>(g, opts, names, found, out), ...);
+inline void collect(const graph& g, std::span<const any_rule> rules, attempt_sink& to) {
+  for (const any_rule& r : rules) r.attempt(g, to);
   for (node_id n = 0; n < g.node_count(); ++n)
-    for (const subgraph_ref& sub : g.subgraphs(n))
-      collect<Rules...>(*sub.body, opts, names, found, out);
+    for (const subgraph_ref& sub : g.subgraphs(n)) collect(*sub.body, rules, to);
 }
 
 // What the edits chosen so far in one graph claim: their nodes, the interior values they compute
@@ -344,11 +255,13 @@ inline void drop_covered(std::vector<near_miss>& misses) {
 }  // namespace detail
 
 // Applies the rules to a fixed point and reports what fused and what nearly did.
-template <rule... Rules>
-report fuse(model& m, const options& opts = {}, survey first_look = nullptr) {
+inline report fuse(model& m, std::span<const any_rule> rules, const options& opts = {},
+                   survey first_look = nullptr) {
+  std::vector<any_rule> running;
+  for (const any_rule& r : rules)
+    if (opts.runs(r.name())) running.push_back(r);
   report out;
-  for (std::string_view name : {std::string_view(Rules::name)...})
-    if (opts.runs(name)) out.rules.emplace_back(name);
+  for (const any_rule& r : running) out.rules.emplace_back(r.name());
   detail::journal edits;  // undone unless the whole run succeeds
   name_pool names(m.proto);
   // Nodes this run wrote: a later pass's near miss that stops at one is about a fusion already
@@ -359,7 +272,8 @@ report fuse(model& m, const options& opts = {}, survey first_look = nullptr) {
     if (out.passes == 0 && first_look != nullptr) first_look(g, out);
     std::vector<detail::candidate> found;
     report attempt;
-    detail::collect<Rules...>(g, opts, names, found, attempt);
+    detail::attempt_sink sink{opts, names, found, attempt};
+    detail::collect(g, running, sink);
     if (!opts.explain) detail::drop_covered(attempt.near_misses);
     std::erase_if(attempt.near_misses,
                   [&](const near_miss& n) { return !opts.explain && written.contains(n.failing); });
@@ -378,6 +292,13 @@ report fuse(model& m, const options& opts = {}, survey first_look = nullptr) {
   }
   edits.keep();
   return out;
+}
+
+// The same for rules named in the program, each with its options' defaults.
+template <rule... Rules>
+report fuse(model& m, const options& opts = {}, survey first_look = nullptr) {
+  const std::array<any_rule, sizeof...(Rules)> rules{any_rule::of<Rules>()...};
+  return fuse(m, rules, opts, first_look);
 }
 
 }  // namespace fusekit::rewrite

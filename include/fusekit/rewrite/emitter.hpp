@@ -25,29 +25,12 @@
 
 namespace fusekit::rewrite {
 
-// Which fused op a rule should produce, and what the caller knows that the model does not say.
-struct options {
-  enum class target : std::uint8_t {
-    ort,   // com.microsoft contrib ops (MultiHeadAttention …): ONNX Runtime's fused kernels
-    onnx,  // standard ops (ai.onnx Attention, opset 23): any runtime
-  };
-  target fused_target = target::ort;
-  std::int64_t num_heads = 0;      // 0: infer from the model
-  bool explain = false;            // every anchor's outcome, not only near misses
-  std::vector<std::string> rules;  // names of the rules to run; empty: all
-
-  bool runs(std::string_view rule) const {
-    return rules.empty() || std::find(rules.begin(), rules.end(), rule) != rules.end();
-  }
-};
-
 class emitter {
  public:
-  emitter(const graph& g, node_id root, const options& opts, name_pool& names, std::string stem)
-      : graph_(&g), root_(root), options_(&opts), names_(&names), stem_(std::move(stem)) {}
+  emitter(const graph& g, node_id root, name_pool& names, std::string stem)
+      : graph_(&g), root_(root), names_(&names), stem_(std::move(stem)) {}
 
   const graph& source() const { return *graph_; }
-  const rewrite::options& options() const { return *options_; }
 
   // The name by which new nodes read an existing value.
   std::string value(value_id v) const {
@@ -142,7 +125,6 @@ class emitter {
  private:
   const graph* graph_;
   node_id root_;
-  const rewrite::options* options_;
   name_pool* names_;
   std::string stem_;
   std::vector<onnx::NodeProto> nodes_;

@@ -1,51 +1,31 @@
-// The bundled rule library, in one call: what `fusekit fuse` runs.
+// The bundled rule library: what `fusekit fuse` runs. Each rule is compiled once, in its own
+// translation unit (dit_attention.cpp, dit_attention_merged.cpp), and reaches the driver erased
+// (rewrite::any_rule): a program that runs the library does not compile its rules again, and the
+// library's rules build in parallel.
 #pragma once
 
-#include <array>
-#include <string>
 #include <string_view>
-#include <utility>
 #include <vector>
 
-#include "dit.hpp"
+#include "fusekit/io/model.hpp"
 #include "fusekit/rewrite/driver.hpp"
+#include "options.hpp"
 
 namespace fusekit::rules {
 
-// The attention ops a model holds before any rule runs: the dynamo exporter writes ai.onnx
-// Attention itself at opset 23. Reported, so a user reads "already fused", not silence.
-inline void find_fused_attention(const graph& g, std::vector<std::string>& out) {
-  static constexpr std::pair<std::string_view, std::string_view> fused_ops[] = {
-      {"", "Attention"},
-      {"com.microsoft", "MultiHeadAttention"},
-      {"com.microsoft", "GroupQueryAttention"},
-      {"com.microsoft", "Attention"}};
-  for (node_id n : g.topological_order()) {
-    for (const auto& [domain, op] : fused_ops)
-      if (g.domain(n) == domain && g.op_type(n) == op) out.push_back(g.describe(n));
-    for (const subgraph_ref& body : g.subgraphs(n)) find_fused_attention(*body.body, out);
-  }
-}
+// Each rule of the library, bound to the caller's options, which must outlive it.
+rewrite::any_rule dit_attention_merged_rule(const attention_options& attention);
+rewrite::any_rule dit_attention_rule(const attention_options& attention);
 
-// A rule set named once: what fuse() runs and what the command line accepts come from one list.
-template <rewrite::rule... Rules>
-struct rule_list {
-  static constexpr std::array<std::string_view, sizeof...(Rules)> names = {Rules::name...};
+// The library, in the order the report lists it: the one list that fuse_all runs and whose names
+// the command line accepts.
+std::vector<rewrite::any_rule> bundled(const attention_options& attention);
+std::vector<rewrite::any_rule> bundled(const attention_options&& attention) = delete;
 
-  static rewrite::report fuse(model& m, const rewrite::options& opts) {
-    return rewrite::fuse<Rules...>(m, opts, [](const graph& g, rewrite::report& out) {
-      find_fused_attention(g, out.already_fused);
-    });
-  }
-};
+std::vector<std::string_view> names();
 
-// The bundled library, in the order the report lists it.
-using bundled = rule_list<dit_attention_merged, dit_attention>;
-
-inline rewrite::report fuse_all(model& m, const rewrite::options& opts = {}) {
-  return bundled::fuse(m, opts);
-}
-
-inline constexpr auto names = bundled::names;
+// The library over a model; the report also lists the attention ops the model held already.
+rewrite::report fuse_all(model& m, const rewrite::options& run = {},
+                         const attention_options& attention = {});
 
 }  // namespace fusekit::rules

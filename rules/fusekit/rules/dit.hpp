@@ -340,7 +340,7 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
 // The checks across captures that a pattern cannot express; what the fused op itself needs is
 // its contract's (fused::admits).
 template <class M>
-rewrite::verdict guard(const graph& g, const M& m, const rewrite::options& opts) {
+rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts) {
   using rewrite::verdict;
   const value_id q = get<"q">(m);
   const dtype t = g.type(q);
@@ -484,14 +484,15 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
 
 // The fused op; `merged` asks for the (B, S, N·H) output, else BNSH.
 template <class M>
-std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged) {
+std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attention_options& o,
+                   bool merged) {
   const bool masked = has<"select">(m) || has<"mask">(m);
   const std::string not_causal = masked ? not_causal_because(g, m) : "no mask";
   const bool causal = not_causal.empty();
   note(g, m, e, causal);
   if (masked && !causal) e.note("causal", "no: " + not_causal);
   const facts& f = facts_of(g);
-  const bool onnx = e.options().fused_target == fused::target::onnx;
+  const bool onnx = o.fused_target == fused::target::onnx;
   const bool both_grouped = has<"k_grouped">(m) && has<"v_grouped">(m);
   const bool has_cache = is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m));
   // Attention takes grouped key/value heads as they are, before repeat_kv; so does
@@ -541,7 +542,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, bool merged)
     in.k = e.value(get<"k_new">(m)), in.past_k = e.value(get<"k_past">(m));
     in.v = e.value(get<"v_new">(m)), in.past_v = e.value(get<"v_past">(m));
   }
-  const fused::attention_outputs out = fused::emit_attention(g, call, in, e, merged);
+  const fused::attention_outputs out = fused::emit_attention(g, call, in, e, o, merged);
   if (absorbed) {
     e.replace(g.output(get<"k_cache">(m), 0), out.present_k);
     e.replace(g.output(get<"v_cache">(m), 0), out.present_v);
@@ -557,10 +558,11 @@ struct dit_attention_merged {
   // Reshape(Transpose(x)) is every head merge; it is a near miss once the MatMul matched too.
   static constexpr std::size_t near_miss_depth = 3;
   static constexpr auto pattern = dit::merged;
+  using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return dit::softmax_upstream(g, n); }
 
-  static rewrite::verdict guard(const graph& g, const auto& m, const rewrite::options& opts) {
-    if (auto refused = dit::guard(g, m, opts); !refused) return refused;
+  static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
+    if (auto refused = dit::guard(g, m, o); !refused) return refused;
     // MultiHeadAttention's output is (batch, sequence, heads·head size): the merge must be that.
     const facts& f = facts_of(g);
     const value_id q = get<"q">(m), v = get<"v">(m), merged = g.output(m.root(), 0);
@@ -573,21 +575,22 @@ struct dit_attention_merged {
                                   f.shape_text(q));
     return rewrite::verdict::yes();
   }
-  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
-    e.replace_root(dit::attend(g, m, e, true));
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e, const options& o) {
+    e.replace_root(dit::attend(g, m, e, o, true));
   }
 };
 
 struct dit_attention {
   static constexpr std::string_view name = "dit-attention";
   static constexpr auto pattern = dit::core;
+  using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return dit::softmax_upstream(g, n); }
 
-  static rewrite::verdict guard(const graph& g, const auto& m, const rewrite::options& opts) {
-    return dit::guard(g, m, opts);
+  static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
+    return dit::guard(g, m, o);
   }
-  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
-    e.replace_root(dit::attend(g, m, e, false));
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e, const options& o) {
+    e.replace_root(dit::attend(g, m, e, o, false));
   }
 };
 

@@ -37,11 +37,12 @@
 #include "fusekit/pattern/match.hpp"
 #include "fusekit/rewrite/emitter.hpp"
 #include "fusekit/rewrite/rule.hpp"
+#include "options.hpp"
 
 namespace fusekit::rules::fused {
 
 using rewrite::verdict;
-using target = rewrite::options::target;
+using target = attention_options::target;
 
 // The attention a rule found, in the terms of the contracts: q, k and v as BNSH-shaped values of
 // the source graph (kᵀ as [B, N, H, L]), the scale, and the additive bias if there is one.
@@ -82,7 +83,7 @@ inline std::optional<std::vector<sym>> broadcast(const std::vector<sym>& a,
   return out;
 }
 
-inline std::int64_t heads_of(const facts& f, const attention_call& c, const rewrite::options& o) {
+inline std::int64_t heads_of(const facts& f, const attention_call& c, const attention_options& o) {
   if (auto h = f.dim_of(c.q, 1)->constant()) return *h;
   return o.num_heads;  // only where the model does not say; `admits` refuses a contradiction
 }
@@ -163,7 +164,7 @@ inline verdict admits_scale(double scale) {
 }
 
 // Whether the op of `to` can compute `c` exactly as the model does.
-inline verdict admits(const graph& g, const attention_call& c, const rewrite::options& o) {
+inline verdict admits(const graph& g, const attention_call& c, const attention_options& o) {
   const facts& f = facts_of(g);
   const dtype t = g.type(c.q);
   const target to = o.fused_target;
@@ -268,10 +269,11 @@ inline std::string hidden_rows(const graph& g, const std::string& bias, dtype t,
 // Emits the op of the options' target for a call `admits` accepted. Returns the (B, S, N·H)
 // output if `merged`, else BNSH; each op writes one of them and the other is converted.
 inline attention_outputs emit_attention(const graph& g, const attention_call& c, const operands& in,
-                                        rewrite::emitter& e, bool merged) {
+                                        rewrite::emitter& e, const attention_options& o,
+                                        bool merged) {
   const facts& f = facts_of(g);
   const dtype t = g.type(c.q);
-  const std::int64_t num_heads = heads_of(f, c, e.options());
+  const std::int64_t num_heads = heads_of(f, c, o);
   const bool zero_rows = in.zero_hidden_rows && !in.bias.empty();
   const int outputs = in.past_k.empty() ? 1 : 3;
   const auto perm_0213 = [] { return std::vector<std::int64_t>{0, 2, 1, 3}; };
@@ -280,7 +282,7 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
     return own;
   };
   e.note("num_heads", num_heads);
-  if (e.options().fused_target == target::onnx) {
+  if (o.fused_target == target::onnx) {
     e.note("target", "ai.onnx Attention");
     std::vector<std::string> inputs{in.q, in.k, in.v};
     add_bias_and_past(inputs, 3, in);

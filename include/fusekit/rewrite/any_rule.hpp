@@ -1,0 +1,161 @@
+// Any rule behind one fixed interface. The driver runs a list of any_rule and is compiled once;
+// a rule's templates (its pattern's matcher, guard and emit) are instantiated only in the
+// translation unit that erases it with any_rule::of<R>(), so a library of many rules builds in
+// parallel and a program that runs them does not compile them again.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fusekit/graph/graph.hpp"
+#include "fusekit/pattern/match.hpp"
+#include "fusekit/rewrite/emitter.hpp"
+#include "fusekit/rewrite/names.hpp"
+#include "fusekit/rewrite/report.hpp"
+#include "fusekit/rewrite/rule.hpp"
+#include "fusekit/rewrite/validate.hpp"
+
+namespace fusekit::rewrite {
+
+namespace detail {
+
+// A match whose guard agreed, whose emit completed and whose edit checked out: what the driver
+// chooses among and commits.
+struct candidate {
+  std::string_view rule;
+  int priority;
+  const graph* where;
+  node_id root;
+  std::size_t position;  // of the root in topological order
+  std::vector<node_id> nodes;
+  std::unique_ptr<emitter> edit;
+  std::vector<value_id> reads;     // existing values the edit reads
+  std::vector<value_id> replaced;  // matched values the edit computes anew
+
+  footprint print() const { return {root, nodes, reads, replaced}; }
+};
+
+// What one rule's attempt at one graph adds to: the edits found and the report's near misses.
+struct attempt_sink {
+  const options& run;
+  name_pool& names;
+  std::vector<candidate>& found;
+  report& out;
+};
+
+template <class R>
+constexpr std::size_t near_miss_depth() {
+  if constexpr (requires { R::near_miss_depth; })
+    return R::near_miss_depth;
+  else
+    return 2;
+}
+
+inline std::vector<std::string> describe_all(const graph& g, std::span<const node_id> nodes) {
+  std::vector<std::string> out;
+  out.reserve(nodes.size());
+  for (node_id n : nodes) out.push_back(g.describe(n));
+  return out;
+}
+
+// A rule may say which anchors look like its block at all (R::resembles(g, n)); a failed match
+// at any other anchor is no near miss, however far it got (a RoPE MatMul is not attention).
+template <class R>
+bool resembles(const graph& g, node_id n) {
+  if constexpr (requires { R::resembles(g, n); })
+    return R::resembles(g, n);
+  else
+    return true;
+}
+
+// Tries R at every anchor of g: a match that fails, a guard's or emit's refusal and an edit that
+// does not check out become near misses; the rest candidates.
+template <class R>
+void attempt(const void* rule_options, const graph& g, attempt_sink& to) {
+  const auto& own = *static_cast<const options_of<R>*>(rule_options);
+  for (node_id n : pattern::anchors(R::pattern, g)) {
+    auto m = pattern::match(R::pattern, g, n);
+    auto refuse = [&](std::string reason) {
+      to.out.near_misses.push_back({std::string(R::name), g.describe(n), std::move(reason),
+                                    m.nodes().size(), describe_all(g, m.nodes()), g.describe(n)});
+    };
+    if (!m) {
+      // Most anchors are unrelated nodes: only one that could be a near miss pays for the
+      // explanation, once.
+      if (!to.run.explain && !resembles<R>(g, n)) continue;
+      pattern::explanation why;
+      pattern::match(R::pattern, g, n, &why);
+      // A near miss got as far as the op type of the rule's near_miss_depth-th node. Failing
+      // before that, on the anchor's own inputs, is not one.
+      if (to.run.explain || why.progress + 1 >= 2 * near_miss_depth<R>())
+        to.out.near_misses.push_back(
+            {std::string(R::name), g.describe(n), why.message, why.depth,
+             describe_all(g, why.matched),
+             why.failing_node == no_id ? std::string() : g.describe(why.failing_node)});
+      continue;
+    }
+    const verdict v = guard_of<R>(g, m, own);
+    if (!v) {
+      refuse(v.reason);
+      continue;
+    }
+    auto edit = std::make_unique<emitter>(g, n, to.names, std::string(R::name));
+    try {
+      emit_of<R>(g, m, *edit, own);
+    } catch (const std::exception& e) {
+      refuse(std::string("emit failed, nothing changed: ") + e.what());
+      continue;
+    }
+    edit_check check(g, n, m.nodes(), *edit);
+    if (std::string why = check.run(); !why.empty()) {
+      refuse(std::move(why));
+      continue;
+    }
+    edit->name_replacements();
+    to.found.push_back({R::name, priority_of<R>(), &g, n, g.topological_position(n),
+                        std::vector<node_id>(m.nodes().begin(), m.nodes().end()), std::move(edit),
+                        check.reads(), check.replaced()});
+  }
+}
+
+}  // namespace detail
+
+class any_rule {
+ public:
+  // R with its options' defaults (a rule without options has none to give).
+  template <rule R>
+  static any_rule of() {
+    static const options_of<R> defaults{};
+    return of<R>(defaults);
+  }
+
+  // R with the caller's options, which must outlive every run of the rule.
+  template <rule R>
+  static any_rule of(const options_of<R>& rule_options) {
+    return any_rule(R::name, priority_of<R>(), &rule_options, &detail::attempt<R>);
+  }
+  template <rule R>
+  static any_rule of(const options_of<R>&&) = delete;  // a temporary would not outlive the rule
+
+  std::string_view name() const { return name_; }
+  int priority() const { return priority_; }
+
+  void attempt(const graph& g, detail::attempt_sink& to) const { attempt_(options_, g, to); }
+
+ private:
+  using attempt_fn = void (*)(const void*, const graph&, detail::attempt_sink&);
+
+  any_rule(std::string_view name, int priority, const void* rule_options, attempt_fn attempt)
+      : name_(name), priority_(priority), options_(rule_options), attempt_(attempt) {}
+
+  std::string_view name_;
+  int priority_;
+  const void* options_;
+  attempt_fn attempt_;
+};
+
+}  // namespace fusekit::rewrite

@@ -1,0 +1,47 @@
+#include "all.hpp"
+
+#include <string>
+#include <utility>
+
+#include "fusekit/graph/graph.hpp"
+
+namespace fusekit::rules {
+
+std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
+  return {dit_attention_merged_rule(attention), dit_attention_rule(attention)};
+}
+
+std::vector<std::string_view> names() {
+  const attention_options defaults;
+  std::vector<std::string_view> out;
+  for (const rewrite::any_rule& r : bundled(defaults)) out.push_back(r.name());
+  return out;
+}
+
+namespace {
+
+// The attention ops a model holds before any rule runs: the dynamo exporter writes ai.onnx
+// Attention itself at opset 23. Reported, so a user reads "already fused", not silence.
+void find_fused_attention(const graph& g, std::vector<std::string>& out) {
+  static constexpr std::pair<std::string_view, std::string_view> fused_ops[] = {
+      {"", "Attention"},
+      {"com.microsoft", "MultiHeadAttention"},
+      {"com.microsoft", "GroupQueryAttention"},
+      {"com.microsoft", "Attention"}};
+  for (node_id n : g.topological_order()) {
+    for (const auto& [domain, op] : fused_ops)
+      if (g.domain(n) == domain && g.op_type(n) == op) out.push_back(g.describe(n));
+    for (const subgraph_ref& body : g.subgraphs(n)) find_fused_attention(*body.body, out);
+  }
+}
+
+}  // namespace
+
+rewrite::report fuse_all(model& m, const rewrite::options& run,
+                         const attention_options& attention) {
+  return rewrite::fuse(m, bundled(attention), run, [](const graph& g, rewrite::report& out) {
+    find_fused_attention(g, out.already_fused);
+  });
+}
+
+}  // namespace fusekit::rules

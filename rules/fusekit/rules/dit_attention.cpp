@@ -1,0 +1,10 @@
+#include "all.hpp"
+#include "dit.hpp"
+
+namespace fusekit::rules {
+
+rewrite::any_rule dit_attention_rule(const attention_options& attention) {
+  return rewrite::any_rule::of<dit_attention>(attention);
+}
+
+}  // namespace fusekit::rules
