@@ -64,6 +64,8 @@ struct decoder_block {
   // Where(Equal(Trilu(Expand(1, [S, L]), upper=0, k), 0), fill, 0).
   bool trilu_mask = false;
   std::int64_t trilu_k = 0;
+  // The Trilu's ones from ConstantOfShape, its value a float32 [1] of these raw bytes (else Expand).
+  std::optional<std::string> trilu_ones_bytes{};
 
   model build() const {
     model_builder b(opset);
@@ -132,9 +134,13 @@ struct decoder_block {
                     : b.op("Where", {condition, x, filler}, {}, {.name = "select"});
     }
     if (trilu_mask) {
-      auto ones =
-          b.op("Expand", {b.scalar(dtype::float32, 1.0),
-                          b.initializer(dtype::int64, {2}, {double(tokens), double(keys)})});
+      auto shape = b.initializer(dtype::int64, {2}, {double(tokens), double(keys)});
+      auto ones = b.op("Expand", {b.scalar(dtype::float32, 1.0), shape});
+      if (trilu_ones_bytes) {
+        onnx::TensorProto one = fusekit::build::make_tensor("one", dtype::float32, {1}, {1.0});
+        one.set_raw_data(*trilu_ones_bytes);
+        ones = b.op("ConstantOfShape", {shape}, {{"value", std::move(one)}});
+      }
       auto lower = b.op("Trilu", {ones, b.scalar(dtype::int64, double(trilu_k))}, {{"upper", 0}},
                         {.name = "tril"});
       auto hidden = b.op("Equal", {lower, b.scalar(dtype::float32, 0.0)});
@@ -296,6 +302,16 @@ TEST(DecoderCausal, NearMissesKeepTheMaskAsTheBias) {
   half.type = dtype::float16, half.fill = -65504;
   EXPECT_EQ(causal_note(half, target::onnx),
             "no: the mask fills with -65504, which hides less than −inf");
+  // Ones from ConstantOfShape, as TorchScript writes torch.ones.
+  auto of_shape = trilu;
+  const float one = 1.0f;
+  of_shape.trilu_ones_bytes = std::string(reinterpret_cast<const char*>(&one), sizeof one);
+  EXPECT_EQ(causal_note(of_shape, target::onnx), "yes");
+  // Its value holds 3 bytes for a float32: nothing is proven of it, and the mask stays the bias.
+  auto broken = of_shape;
+  broken.trilu_ones_bytes = "abc";
+  EXPECT_EQ(causal_note(broken, target::onnx),
+            "no: Trilu 'tril' reads 'ConstantOfShape_4', not proven nonzero everywhere");
   // 5 queries on 8 keys (3 joined before them): a decoder's diagonal would be bottom-right, the
   // mask's is top-left; the ops put it where the mask does only for as many queries as keys.
   auto longer = trilu;

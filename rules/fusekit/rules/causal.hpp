@@ -17,6 +17,7 @@
 
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/tensor.hpp"
+#include "fusekit/io/error.hpp"
 #include "fusekit/pattern/context.hpp"
 #include "fusekit/pattern/matchers.hpp"
 
@@ -47,7 +48,13 @@ inline std::optional<double> uniform_value(const graph& g, value_id v) {
     if (element_count(value->t()) != 1 ||
         !reads_as_numbers(static_cast<dtype>(value->t().data_type())))
       return std::nullopt;
-    return tensor_values(value->t(), g.directory()).as_double(0);
+    // The index checks initializers and Constant nodes, not this attribute: data the reader
+    // refuses proves nothing, and the mask stays the op's bias.
+    try {
+      return tensor_values(value->t(), g.directory()).as_double(0);
+    } catch (const error&) {
+      return std::nullopt;
+    }
   }
   if (op == "Expand" || op == "Identity") return uniform_value(g, g.input(p, 0));
   if (op == "Cast" && g.type(v) == dtype::boolean)
