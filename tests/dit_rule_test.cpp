@@ -91,6 +91,21 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
   EXPECT_EQ(report.rules, (std::vector<std::string>{"dit-attention-merged", "dit-attention"}));
 }
 
+// A program's own list of the library's rules runs as fuse_all does, the survey included.
+TEST(Registry, AListOfItsOwnRunsTheLibrarysRules) {
+  model m = block{}.build();
+  model_builder b(23);
+  auto q = b.input("q", dtype::float32, {1, 4, "S", 8});
+  b.output(b.op("Attention", {q, q, q}, {}, {.name = "sdpa"}));
+  model exported = b.build_model();
+  const attention_options attention{.num_heads = 4};
+  const auto rules = fusekit::rules::bundled(attention);
+  EXPECT_EQ(fusekit::rewrite::fuse(m, rules).fusions.size(), 1u);
+  const auto report =
+      fusekit::rewrite::fuse(exported, rules, {}, &fusekit::rules::find_fused_attention);
+  EXPECT_EQ(report.already_fused, std::vector<std::string>{"Attention 'sdpa'"});
+}
+
 TEST(DitRule, FusesTheF5Block) {
   model m = block{}.build();
   const auto report = fusekit::rules::fuse_all(m);

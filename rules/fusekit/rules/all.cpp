@@ -20,9 +20,9 @@ std::vector<std::string_view> names() {
 
 namespace {
 
-// The attention ops a model holds before any rule runs: the dynamo exporter writes ai.onnx
+// The ops an exporter or an earlier run fused already: the dynamo exporter writes ai.onnx
 // Attention itself at opset 23. Reported, so a user reads "already fused", not silence.
-void find_fused_attention(const graph& g, std::vector<std::string>& out) {
+void find_fused(const graph& g, std::vector<std::string>& out) {
   static constexpr std::pair<std::string_view, std::string_view> fused_ops[] = {
       {"", "Attention"},
       {"com.microsoft", "MultiHeadAttention"},
@@ -31,17 +31,19 @@ void find_fused_attention(const graph& g, std::vector<std::string>& out) {
   for (node_id n : g.topological_order()) {
     for (const auto& [domain, op] : fused_ops)
       if (g.domain(n) == domain && g.op_type(n) == op) out.push_back(g.describe(n));
-    for (const subgraph_ref& body : g.subgraphs(n)) find_fused_attention(*body.body, out);
+    for (const subgraph_ref& body : g.subgraphs(n)) find_fused(*body.body, out);
   }
 }
 
 }  // namespace
 
+void find_fused_attention(const graph& g, rewrite::report& out) {
+  find_fused(g, out.already_fused);
+}
+
 rewrite::report fuse_all(model& m, const rewrite::options& run,
                          const attention_options& attention) {
-  return rewrite::fuse(m, bundled(attention), run, [](const graph& g, rewrite::report& out) {
-    find_fused_attention(g, out.already_fused);
-  });
+  return rewrite::fuse(m, bundled(attention), run, &find_fused_attention);
 }
 
 }  // namespace fusekit::rules

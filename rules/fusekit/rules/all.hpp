@@ -24,6 +24,10 @@ std::vector<rewrite::any_rule> bundled(const attention_options&& attention) = de
 
 std::vector<std::string_view> names();
 
+// The survey fuse_all runs before any rule: the attention ops the model held already (the
+// report's already_fused), for a program that runs the library's rules in a list of its own.
+void find_fused_attention(const graph& g, rewrite::report& out);
+
 // The library over a model; the report also lists the attention ops the model held already.
 rewrite::report fuse_all(model& m, const rewrite::options& run = {},
                          const attention_options& attention = {});
