@@ -73,12 +73,18 @@ inline std::string serialize_deterministic(const onnx::ModelProto& m) {
   return bytes;
 }
 
-// The same bytes, written as they are made: no copy of the whole model in memory.
-inline void serialize_deterministic(const onnx::ModelProto& m, std::ostream& to) {
+// The same bytes, written as they are made: no copy of the whole model in memory. False when
+// protobuf refuses the model (over 2 GiB) or the stream fails.
+inline bool serialize_deterministic(const onnx::ModelProto& m, std::ostream& to) {
   google::protobuf::io::OstreamOutputStream stream(&to);
   google::protobuf::io::CodedOutputStream out(&stream);
   out.SetSerializationDeterministic(true);
-  m.SerializeToCodedStream(&out);
+  return m.SerializeToCodedStream(&out) && !out.HadError();
+}
+
+inline error unwritable(const std::filesystem::path& out) {
+  return error("cannot serialise the model (over protobuf's 2 GiB, or the write failed)",
+               {.file = out.string()});
 }
 
 inline bool parse_from(onnx::ModelProto& m, google::protobuf::io::ZeroCopyInputStream& from) {
@@ -207,6 +213,8 @@ inline model load_model(const std::filesystem::path& path) {
   if (!in)
     throw error("cannot open: " + std::string(std::strerror(errno)), {.file = path.string()});
   const std::streamoff size = in.tellg();
+  if (size < 0)
+    throw error("is not a regular file; fusekit reads models from files", {.file = path.string()});
   if (size > std::streamoff(INT_MAX))
     throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
                 {.file = path.string()});
@@ -268,7 +276,7 @@ inline void save_model(const model& m, const std::filesystem::path& out,
 
   if (!relocate && !externalize_from) {
     detail::staged_file file(out);
-    detail::serialize_deterministic(m.proto, file.stream());
+    if (!detail::serialize_deterministic(m.proto, file.stream())) throw detail::unwritable(out);
     file.close();
     file.commit();
     return;
@@ -300,7 +308,7 @@ inline void save_model(const model& m, const std::filesystem::path& out,
     throw e.in_file(m.path.string());
   }
   detail::staged_file file(out);
-  detail::serialize_deterministic(copy, file.stream());
+  if (!detail::serialize_deterministic(copy, file.stream())) throw detail::unwritable(out);
   file.close();
   data.close();
   if (data_used) data.commit();

@@ -96,12 +96,18 @@ constexpr int priority_of() {
 
 template <class R>
 verdict guard_of(const graph& g, const match_of<R>& m, const options_of<R>& o) {
-  if constexpr (requires { R::guard(g, m, o); })
+  if constexpr (requires { R::guard(g, m, o); }) {
     return R::guard(g, m, o);
-  else if constexpr (requires { R::guard(g, m); })
+  } else if constexpr (requires { R::guard(g, m); }) {
     return R::guard(g, m);
-  else
+  } else {
+    // A guard of the engine's options would otherwise be skipped without a word.
+    static_assert(
+        !requires(const options& run) { R::guard(g, m, run); },
+        "fusekit: a guard takes the rule's own options (using options = …), not "
+        "rewrite::options");
     return verdict::yes();
+  }
 }
 
 template <class R>

@@ -16,6 +16,8 @@ namespace fusekit::rules {
 // Each rule of the library, bound to the caller's options, which must outlive it.
 rewrite::any_rule dit_attention_merged_rule(const attention_options& attention);
 rewrite::any_rule dit_attention_rule(const attention_options& attention);
+rewrite::any_rule dit_attention_merged_rule(const attention_options&& attention) = delete;
+rewrite::any_rule dit_attention_rule(const attention_options&& attention) = delete;
 
 // The library, in the order the report lists it: the one list that fuse_all runs and whose names
 // the command line accepts.
