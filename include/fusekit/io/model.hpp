@@ -173,6 +173,14 @@ inline void check_external_data(const model& m) {
 
 namespace detail {
 
+// Whether a file of `size` bytes can hold a model protobuf reads.
+inline void check_size(std::uint64_t size, const std::string& file) {
+  if (size == 0) throw error("empty file, not an ONNX model", {.file = file});
+  if (size > std::uint64_t(INT_MAX))
+    throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
+                {.file = file});
+}
+
 // What a parsed model must hold before anything reads it.
 inline void check_parsed(const model& m) {
   const std::string file = m.path.string();
@@ -193,10 +201,7 @@ inline void check_parsed(const model& m) {
 // Parses a model held in memory. `path` names it in errors and locates its external data.
 inline model parse_model(std::string_view bytes, std::filesystem::path path = "<memory>") {
   const std::string file = path.string();
-  if (bytes.empty()) throw error("empty file, not an ONNX model", {.file = file});
-  if (bytes.size() > std::size_t(INT_MAX))
-    throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
-                {.file = file});
+  detail::check_size(bytes.size(), file);
   model m{.proto = {}, .path = std::move(path)};
   google::protobuf::io::ArrayInputStream in(bytes.data(), static_cast<int>(bytes.size()));
   if (!detail::parse_from(m.proto, in))
@@ -215,10 +220,7 @@ inline model load_model(const std::filesystem::path& path) {
   const std::streamoff size = in.tellg();
   if (size < 0)
     throw error("is not a regular file; fusekit reads models from files", {.file = path.string()});
-  if (size > std::streamoff(INT_MAX))
-    throw error("is over 2 GiB; protobuf cannot hold it: store the weights as external data",
-                {.file = path.string()});
-  if (size == 0) throw error("empty file, not an ONNX model", {.file = path.string()});
+  detail::check_size(static_cast<std::uint64_t>(size), path.string());
   in.seekg(0);
   // Parsed as it is read: the file's bytes are never all in memory beside the model.
   model m{.proto = {}, .path = path};
