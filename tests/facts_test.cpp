@@ -45,6 +45,30 @@ TEST(Sym, ArithmeticIsExactAndCanonical) {
   EXPECT_EQ(equal(sym::unknown(), sym::unknown()), truth::unknown);
 }
 
+// Constants and lone atoms are held without a polynomial; whatever arithmetic comes back to one
+// comes back to that form, so == and the fast paths of equal() agree with the polynomial algebra.
+TEST(Sym, ArithmeticThatEndsInAConstantOrALoneAtomHasItsCompactForm) {
+  const sym s = sym::atom(0), t = sym::atom(1);
+  EXPECT_EQ((s + t) - t, s);
+  EXPECT_EQ(exact_quotient(s * sym::constant(6), sym::constant(6)), s);
+  EXPECT_EQ((s + sym::constant(3)) - s, sym::constant(3));
+  EXPECT_EQ(s - s, sym::constant(0));
+  EXPECT_EQ(sym::constant(0) * (s + t), sym::constant(0));
+  EXPECT_EQ(((s + t) - t).lone_atom(), 0u);
+  EXPECT_EQ(((s + sym::constant(3)) - s).constant(), 3);
+  EXPECT_EQ((s + s).lone_atom(), std::nullopt);                             // 2·S is a polynomial
+  EXPECT_EQ(exact_quotient(s, sym::constant(2)).constant(), std::nullopt);  // S/2 is one too
+  EXPECT_EQ((s * sym::constant(2)).term_count(), 1u);
+  EXPECT_EQ(sym::constant(0).term_count(), 0u);
+  EXPECT_EQ(equal(sym::constant(7), sym::constant(3) + sym::constant(4)), truth::yes);
+  EXPECT_EQ(equal(sym::constant(7), sym::constant(8)), truth::no);
+  EXPECT_EQ(equal(s, sym::constant(8)), truth::unknown);  // S may be 8
+  const auto terms = (s * sym::constant(2) + sym::constant(1)).terms();
+  ASSERT_EQ(terms.size(), 2u);
+  EXPECT_EQ(terms[0].coefficient, 1);  // the constant term sorts first (no factors)
+  EXPECT_EQ(terms[1].coefficient, 2);
+}
+
 // A product whose coefficient would be the lowest int64 has no magnitude to print or negate: the
 // dim becomes unknown rather than overflowing (a fuzzed Reshape found it).
 TEST(Sym, ArithmeticReachingTheLowestInt64IsUnknown) {

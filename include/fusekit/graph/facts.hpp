@@ -219,8 +219,12 @@ class facts {
       return;
     }
     auto contradiction = [&](const std::string& what) {
-      contradictions_.push_back("'" + std::string(g_.name(v)) + "' is declared " + what + " but " +
-                                g_.describe(g_.producer(v)) + " makes it " + shape_text(v));
+      // Appended piece by piece: g++ 12 -O3 misreads "'" + string (-Wrestrict).
+      std::string line = "'";
+      line += g_.name(v);
+      line += "' is declared " + what + " but " + g_.describe(g_.producer(v)) + " makes it " +
+              shape_text(v);
+      contradictions_.push_back(std::move(line));
       s = {};
     };
     if (d.rank() != s.rank()) return contradiction("with rank " + std::to_string(d.rank()));
@@ -237,10 +241,8 @@ class facts {
     }
   }
   bool is_fresh(const sym& s) const {
-    if (s.terms().size() != 1 || s.denominator() != 1) return false;
-    const auto& t = s.terms()[0];
-    return t.coefficient == 1 && t.factors.size() == 1 && t.factors[0].power == 1 &&
-           !atoms_->named.contains(atoms_->names[t.factors[0].atom]);
+    const std::optional<atom_id> a = s.lone_atom();
+    return a && !atoms_->named.contains(atoms_->names[*a]);
   }
 
   // ---- inference per op

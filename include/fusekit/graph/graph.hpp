@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "fusekit/graph/dtype.hpp"
+#include "fusekit/graph/name_table.hpp"
 #include "fusekit/graph/op_table.hpp"
 #include "fusekit/graph/tensor.hpp"
 #include "fusekit/graph/type_rules.hpp"
@@ -50,8 +51,8 @@ struct use {
 };
 
 struct dim {
-  std::int64_t size = -1;  // -1 unless static
-  std::string symbol{};    // dim_param, when symbolic
+  std::int64_t size = -1;     // -1 unless static
+  std::string_view symbol{};  // dim_param, when symbolic (a view into the model)
   bool is_static() const { return size >= 0; }
   bool is_symbolic() const { return !symbol.empty(); }
   bool operator==(const dim&) const = default;
@@ -153,11 +154,7 @@ class graph {
 
   // ---- values
   std::size_t value_count() const { return values_.size(); }
-  std::optional<value_id> find_value(std::string_view name) const {
-    auto it = by_name_.find(name);
-    if (it == by_name_.end()) return std::nullopt;
-    return it->second;
-  }
+  std::optional<value_id> find_value(std::string_view name) const { return by_name_.find(name); }
   // An omitted input (no_id) is a value like any other to these accessors: no name, no producer,
   // no readers, no type, no shape; walkers that step onto one stop instead of reading past the end.
   std::string_view name(value_id v) const { return value(v).name; }
@@ -298,13 +295,13 @@ class graph {
   value_id add_value(std::string_view name, std::uint8_t flags) {
     const value_id v = value_id(values_.size());
     values_.push_back({.name = name, .flags = flags});
-    by_name_.emplace(name, v);
+    by_name_.insert(name, v);
     return v;
   }
 
   // A value this graph reads but does not define: it must be visible in an enclosing scope.
   std::optional<value_id> resolve(std::string_view name) {
-    if (auto it = by_name_.find(name); it != by_name_.end()) return it->second;
+    if (auto v = by_name_.find(name)) return v;
     if (parent_ == nullptr || !parent_->resolve(name)) return std::nullopt;
     return add_value(name, outer_scope);
   }
@@ -415,12 +412,12 @@ class graph {
       add_value(name, initializer | constant);
     }
     for (const auto& input : proto_->input()) {
-      auto it = by_name_.find(input.name());
-      if (it == by_name_.end()) {
+      const std::optional<value_id> declared = by_name_.find(input.name());
+      if (!declared) {
         add_value(input.name(), graph_input);
         continue;
       }
-      auto& value = values_[it->second];
+      auto& value = values_[*declared];
       if (value.flags & graph_input)
         throw fail("graph input '" + input.name() + "' is declared twice");
       value.flags |= graph_input;
@@ -450,8 +447,8 @@ class graph {
           edges_.push_back(no_id);
           continue;
         }
-        if (auto it = by_name_.find(name); it != by_name_.end()) {
-          const auto& other = values_[it->second];
+        if (const std::optional<value_id> defined = by_name_.find(name)) {
+          const auto& other = values_[*defined];
           const std::string first = other.producer != no_id
                                         ? "output of " + describe(other.producer)
                                     : (other.flags & initializer) ? "an initializer"
@@ -522,8 +519,10 @@ class graph {
     for (std::size_t i = 1; i < counts.size(); ++i) counts[i] += counts[i - 1];
     uses_.resize(reads.size());
     std::vector<std::uint32_t> next(counts.begin(), counts.end() - 1);
-    std::stable_sort(reads.begin(), reads.end(),
-                     [](const auto& a, const auto& b) { return a.second.node < b.second.node; });
+    // Reads come in node order unless a subgraph reads outer values; only then is a sort needed.
+    const auto by_node = [](const auto& a, const auto& b) { return a.second.node < b.second.node; };
+    if (!std::is_sorted(reads.begin(), reads.end(), by_node))
+      std::stable_sort(reads.begin(), reads.end(), by_node);
     for (const auto& [v, u] : reads) uses_[next[v]++] = u;
     for (value_id v = 0; v < values_.size(); ++v) {
       values_[v].uses = counts[v];
@@ -666,7 +665,11 @@ class graph {
   std::vector<tensor_shape> shapes_;
   std::vector<value_id> edges_;  // node outputs, then node inputs, by node
   std::vector<use> uses_;
-  std::unordered_map<std::string_view, value_id> by_name_;
+  struct value_name {
+    const graph* g;
+    std::string_view operator()(value_id v) const { return g->values_[v].name; }
+  };
+  name_table<value_name> by_name_{value_name{this}};
   std::vector<node_id> topo_;
   std::vector<std::size_t> topo_position_;
   std::vector<node_id> op_index_;

@@ -32,84 +32,100 @@ class sym {
     std::vector<factor> factors;  // sorted by atom
   };
 
+  sym() = default;  // unknown
   static sym unknown() { return {}; }
   static sym constant(std::int64_t c) {
     if (c == lowest) return unknown();
-    sym s;
-    s.known_ = true;
-    if (c != 0) s.terms_.push_back({c, {}});
-    return s;
+    return sym(form::constant, c);
   }
-  static sym atom(atom_id a) {
-    sym s;
-    s.known_ = true;
-    s.terms_.push_back({1, {{a, 1}}});
-    return s;
-  }
+  static sym atom(atom_id a) { return sym(form::atom, a); }
 
-  bool known() const { return known_; }
+  bool known() const { return form_ != form::unknown; }
   std::optional<std::int64_t> constant() const {
-    if (!known_ || denominator_ != 1) return std::nullopt;
-    if (terms_.empty()) return 0;
-    if (terms_.size() == 1 && terms_[0].factors.empty()) return terms_[0].coefficient;
+    if (form_ == form::constant) return value_;
     return std::nullopt;
   }
   bool is_constant(std::int64_t c) const { return constant() == c; }
-  std::int64_t denominator() const { return denominator_; }
-  const std::vector<term>& terms() const { return terms_; }
+  // The atom when the dim is exactly one atom (S, not 2·S or S/2).
+  std::optional<atom_id> lone_atom() const {
+    if (form_ == form::atom) return atom_id(value_);
+    return std::nullopt;
+  }
+  std::int64_t denominator() const { return form_ == form::polynomial ? denominator_ : 1; }
+  std::size_t term_count() const {
+    switch (form_) {
+      case form::constant:
+        return value_ == 0 ? 0 : 1;
+      case form::atom:
+        return 1;
+      case form::polynomial:
+        return terms_.size();
+      case form::unknown:
+        break;
+    }
+    return 0;
+  }
+  std::vector<term> terms() const { return expanded().terms; }
 
   friend sym operator+(const sym& a, const sym& b) { return combine(a, b, 1); }
   friend sym operator-(const sym& a, const sym& b) { return combine(a, b, -1); }
   friend sym operator*(const sym& a, const sym& b) {
-    if (!a.known_ || !b.known_) return unknown();
-    sym out;
-    out.known_ = true;
-    if (!mul(a.denominator_, b.denominator_, out.denominator_)) return unknown();
-    for (const term& x : a.terms_)
-      for (const term& y : b.terms_) {
-        term t{0, merge(x.factors, y.factors, 1)};
-        if (!mul(x.coefficient, y.coefficient, t.coefficient)) return unknown();
-        out.terms_.push_back(std::move(t));
+    if (!a.known() || !b.known()) return unknown();
+    if (a.form_ == form::constant && b.form_ == form::constant) {
+      std::int64_t c = 0;
+      return mul(a.value_, b.value_, c) ? constant(c) : unknown();
+    }
+    const polynomial x = a.expanded(), y = b.expanded();
+    polynomial out;
+    if (!mul(x.denominator, y.denominator, out.denominator)) return unknown();
+    for (const term& p : x.terms)
+      for (const term& q : y.terms) {
+        term t{0, merge(p.factors, q.factors, 1)};
+        if (!mul(p.coefficient, q.coefficient, t.coefficient)) return unknown();
+        out.terms.push_back(std::move(t));
       }
-    return out.normalised();
+    return normalised(std::move(out));
   }
   // a / b where b is one term that divides every term of a (coefficients may leave a
   // denominator: N/2); unknown otherwise. For quotients the model guarantees to be exact: a
   // Reshape's -1, an even Split.
   friend sym exact_quotient(const sym& a, const sym& b) {
-    if (!a.known_ || !b.known_ || b.terms_.size() != 1) return unknown();
-    const term& d = b.terms_[0];
-    sym out;
-    out.known_ = true;
+    if (!a.known() || !b.known() || b.term_count() != 1) return unknown();
+    const polynomial x = a.expanded(), y = b.expanded();
+    const term& d = y.terms[0];
+    polynomial out;
     // (A/da) / (c·M/db) = (A·db) / (da·c·M)
     std::int64_t den = 0;
-    if (!mul(a.denominator_, d.coefficient, den)) return unknown();
-    for (const term& x : a.terms_) {
-      term t{0, merge(x.factors, d.factors, -1)};
+    if (!mul(x.denominator, d.coefficient, den)) return unknown();
+    for (const term& p : x.terms) {
+      term t{0, merge(p.factors, d.factors, -1)};
       for (const factor& f : t.factors)
         if (f.power < 0) return unknown();
-      if (!mul(x.coefficient, b.denominator_, t.coefficient)) return unknown();
-      out.terms_.push_back(std::move(t));
+      if (!mul(p.coefficient, y.denominator, t.coefficient)) return unknown();
+      out.terms.push_back(std::move(t));
     }
     if (den < 0) {
       den = -den;
-      for (term& t : out.terms_) t.coefficient = -t.coefficient;
+      for (term& t : out.terms) t.coefficient = -t.coefficient;
     }
-    out.denominator_ = den;
-    return out.normalised();
+    out.denominator = den;
+    return normalised(std::move(out));
   }
 
   friend truth equal(const sym& a, const sym& b) {
-    if (!a.known_ || !b.known_) return truth::unknown;
+    if (!a.known() || !b.known()) return truth::unknown;
+    if (a == b) return truth::yes;
     const sym d = a - b;
-    if (!d.known_) return truth::unknown;
-    if (d.terms_.empty()) return truth::yes;
+    if (!d.known()) return truth::unknown;
     // Atoms are sizes, fixed for a run: a nonzero constant difference is a proof.
-    if (d.constant() || (d.terms_.size() == 1 && d.terms_[0].factors.empty())) return truth::no;
+    if (d.form_ == form::constant) return d.is_constant(0) ? truth::yes : truth::no;
+    if (d.terms_.size() == 1 && d.terms_[0].factors.empty()) return truth::no;
     return truth::unknown;
   }
+  // The forms are canonical: equal dims have equal forms.
   bool operator==(const sym& o) const {
-    if (known_ != o.known_ || denominator_ != o.denominator_ || terms_.size() != o.terms_.size())
+    if (form_ != o.form_ || value_ != o.value_ || denominator_ != o.denominator_ ||
+        terms_.size() != o.terms_.size())
       return false;
     for (std::size_t i = 0; i < terms_.size(); ++i)
       if (terms_[i].coefficient != o.terms_[i].coefficient ||
@@ -121,11 +137,12 @@ class sym {
   // "2·S + T", "N/2", "?" — atom names from `name(atom)`.
   template <class Names>
   std::string text(const Names& name) const {
-    if (!known_) return "?";
-    if (terms_.empty()) return "0";
+    if (!known()) return "?";
+    const polynomial p = expanded();
+    if (p.terms.empty()) return "0";
     std::string out;
-    for (std::size_t i = 0; i < terms_.size(); ++i) {
-      const term& t = terms_[i];
+    for (std::size_t i = 0; i < p.terms.size(); ++i) {
+      const term& t = p.terms[i];
       std::int64_t c = t.coefficient;
       if (i > 0)
         out += c < 0 ? " - " : " + ";
@@ -143,13 +160,13 @@ class sym {
         }
       }
     }
-    if (denominator_ != 1) {
-      if (terms_.size() > 1) {
+    if (p.denominator != 1) {
+      if (p.terms.size() > 1) {
         out.insert(out.begin(), '(');
         out += ')';
       }
       out += '/';
-      out += std::to_string(denominator_);
+      out += std::to_string(p.denominator);
     }
     return out;
   }
@@ -158,9 +175,36 @@ class sym {
   // A polynomial this long is no longer a dimension worth reasoning about.
   static constexpr std::size_t max_terms = 32;
 
-  bool known_ = false;
-  std::int64_t denominator_ = 1;
-  std::vector<term> terms_;  // sorted by factors, merged, no zero coefficients
+  // Most dims are a constant or one atom: those are held without the polynomial's vectors, so a
+  // shape is copied, compared and stored without an allocation. Every form is canonical: a
+  // polynomial that is a constant or a lone atom is always held as one.
+  enum class form : std::uint8_t { unknown, constant, atom, polynomial };
+  struct polynomial {
+    std::int64_t denominator = 1;
+    std::vector<term> terms;  // sorted by factors, merged, no zero coefficients
+  };
+
+  form form_ = form::unknown;
+  std::int64_t value_ = 0;        // the constant, or the atom
+  std::int64_t denominator_ = 1;  // of a polynomial
+  std::vector<term> terms_;       // of a polynomial
+
+  sym(form f, std::int64_t value) : form_(f), value_(value) {}
+
+  polynomial expanded() const {
+    switch (form_) {
+      case form::constant:
+        if (value_ == 0) return {};
+        return {1, {{value_, {}}}};
+      case form::atom:
+        return {1, {{1, {{atom_id(value_), 1}}}}};
+      case form::polynomial:
+        return {denominator_, terms_};
+      case form::unknown:
+        break;
+    }
+    return {};
+  }
 
   // Coefficients and denominators stay above the lowest int64, so that negating one (a sign, a
   // gcd, a printed magnitude) never overflows.
@@ -197,28 +241,35 @@ class sym {
   }
 
   static sym combine(const sym& a, const sym& b, int sign) {
-    if (!a.known_ || !b.known_) return unknown();
-    sym out;
-    out.known_ = true;
-    if (!mul(a.denominator_, b.denominator_, out.denominator_)) return unknown();
-    for (const term& t : a.terms_) {
-      term x{0, t.factors};
-      if (!mul(t.coefficient, b.denominator_, x.coefficient)) return unknown();
-      out.terms_.push_back(std::move(x));
+    if (!a.known() || !b.known()) return unknown();
+    if (a.form_ == form::constant && b.form_ == form::constant) {
+      std::int64_t c = 0;
+      if (sign < 0 ? __builtin_sub_overflow(a.value_, b.value_, &c)
+                   : __builtin_add_overflow(a.value_, b.value_, &c))
+        return unknown();
+      return constant(c);
     }
-    for (const term& t : b.terms_) {
-      term x{0, t.factors};
-      if (!mul(t.coefficient, sign * a.denominator_, x.coefficient)) return unknown();
-      out.terms_.push_back(std::move(x));
+    const polynomial x = a.expanded(), y = b.expanded();
+    polynomial out;
+    if (!mul(x.denominator, y.denominator, out.denominator)) return unknown();
+    for (const term& t : x.terms) {
+      term p{0, t.factors};
+      if (!mul(t.coefficient, y.denominator, p.coefficient)) return unknown();
+      out.terms.push_back(std::move(p));
     }
-    return out.normalised();
+    for (const term& t : y.terms) {
+      term p{0, t.factors};
+      if (!mul(t.coefficient, sign * x.denominator, p.coefficient)) return unknown();
+      out.terms.push_back(std::move(p));
+    }
+    return normalised(std::move(out));
   }
 
-  sym normalised() {
-    std::sort(terms_.begin(), terms_.end(),
+  static sym normalised(polynomial p) {
+    std::sort(p.terms.begin(), p.terms.end(),
               [](const term& x, const term& y) { return less(x.factors, y.factors); });
     std::vector<term> merged;
-    for (term& t : terms_) {
+    for (term& t : p.terms) {
       if (!merged.empty() && merged.back().factors == t.factors) {
         if (!add(merged.back().coefficient, t.coefficient, merged.back().coefficient))
           return unknown();
@@ -228,15 +279,23 @@ class sym {
     }
     std::erase_if(merged, [](const term& t) { return t.coefficient == 0; });
     if (merged.size() > max_terms) return unknown();
-    std::int64_t g = denominator_;
+    std::int64_t g = p.denominator;
     for (const term& t : merged) g = std::gcd(g, t.coefficient);
     if (g > 1) {
-      denominator_ /= g;
+      p.denominator /= g;
       for (term& t : merged) t.coefficient /= g;
     }
-    if (merged.empty()) denominator_ = 1;
-    terms_ = std::move(merged);
-    return std::move(*this);
+    if (merged.empty()) return constant(0);
+    if (p.denominator == 1 && merged.size() == 1) {
+      const term& t = merged[0];
+      if (t.factors.empty()) return constant(t.coefficient);
+      if (t.coefficient == 1 && t.factors.size() == 1 && t.factors[0].power == 1)
+        return atom(t.factors[0].atom);
+    }
+    sym out(form::polynomial, 0);
+    out.denominator_ = p.denominator;
+    out.terms_ = std::move(merged);
+    return out;
   }
 };
 

@@ -102,7 +102,7 @@ struct shape_is {
         for (std::size_t i = 0; i < shape.rank(); ++i) {
           const dim& d = shape.dims[i];
           m += (i ? ", " : "") + (d.is_static()     ? std::to_string(d.size)
-                                  : d.is_symbolic() ? d.symbol
+                                  : d.is_symbolic() ? std::string(d.symbol)
                                                     : std::string("?"));
         }
         m += "]";
@@ -368,8 +368,8 @@ namespace detail {
 inline truth dims_equal(const sym* a, const sym* b) {
   if (a == nullptr || b == nullptr || !a->known() || !b->known()) return truth::unknown;
   if (*a == *b) return truth::yes;
-  const bool simple = a->denominator() == 1 && b->denominator() == 1 && a->terms().size() <= 1 &&
-                      b->terms().size() <= 1;
+  const bool simple = a->denominator() == 1 && b->denominator() == 1 && a->term_count() <= 1 &&
+                      b->term_count() <= 1;
   if (!simple) return equal(*a, *b);
   return a->constant() && b->constant() ? truth::no : truth::unknown;
 }

@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fusekit/graph/name_table.hpp"
+
 namespace fusekit::rewrite {
 
 // A set of 64-bit name hashes, open addressing: eight bytes a slot, no string kept. Two names with
@@ -48,16 +50,6 @@ class hash_set {
   std::size_t size_ = 0;
 };
 
-// FNV-1a, then a final mix so that the low bits, which pick the slot, depend on every byte. Fixed
-// here rather than std::hash so that names are the same on every platform.
-inline std::uint64_t name_hash(std::string_view s) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  return h ^ (h >> 33);
-}
-
 // Every name the model defines or reads, in every scope: graph inputs, outputs, value_info,
 // initializers (sparse ones too), node names, inputs and outputs, If/Loop/Scan bodies and the
 // bodies of model-local functions. Node and value names share one space, so a fresh name is
@@ -77,9 +69,11 @@ class name_pool {
   }
 
   std::string fresh(std::string_view stem) {
-    auto [it, added] = next_.try_emplace(std::string(stem), 0);
+    // Stems that share a hash share a counter: it only says where to start looking.
+    std::uint64_t& k = next_[name_hash(stem)];
     std::string name;
-    for (std::uint64_t& k = it->second;; ++k) {
+    name.reserve(stem.size() + 8);
+    for (;; ++k) {
       name.assign(stem);
       name += '_';
       name += std::to_string(k);
@@ -116,7 +110,7 @@ class name_pool {
   }
 
   hash_set taken_;
-  std::unordered_map<std::string, std::uint64_t> next_;  // per stem: the first k not yet tried
+  std::unordered_map<std::uint64_t, std::uint64_t> next_;  // per stem: the first k not yet tried
 };
 
 }  // namespace fusekit::rewrite
