@@ -1,6 +1,7 @@
 // `fuse` on synthetic F5-TTS-like DiT trunks of 1 to 10,000 layers, end to end and by phase: parse,
 // index, match (names, facts, guards, emits and edit checks included), commit, serialise; fuse_run
-// is the whole fuse step (every pass) between parse and serialise. Read per-node times
+// is the whole fuse step (every pass) between parse and serialise, fuse_fixpoint its last pass
+// alone (the one that finds nothing). Read per-node times
 // across sizes (flat means linear) and each phase against parse of the same file; absolute times
 // are noise. benchmarks/ratios.py turns a JSON run into the ratios RESULTS.md records.
 #include <benchmark/benchmark.h>
@@ -130,6 +131,20 @@ void fuse_run(benchmark::State& state) {
   per_node(state, parse_model(bytes));
 }
 
+// The pass that proves the fixed point, alone: fuse_all on a model it has fused already indexes
+// it, infers its facts and tries every rule at every anchor, and finds nothing. It bounds what
+// matching again only near the first pass's edits could save.
+void fuse_fixpoint(benchmark::State& state) {
+  const std::string& bytes = dit_file(int(state.range(0)));
+  model fused = parse_model(bytes);
+  rules::fuse_all(fused);
+  for (auto _ : state) {
+    const auto report = rules::fuse_all(fused);
+    if (!report.fusions.empty()) state.SkipWithError("the fused model fused again");
+  }
+  per_node(state, parse_model(bytes));
+}
+
 // Bytes in, bytes out: parse, fuse, serialise.
 void fuse_end_to_end(benchmark::State& state) {
   const std::string& bytes = dit_file(int(state.range(0)));
@@ -154,4 +169,5 @@ BENCHMARK(fuse_match)->Apply(sizes);
 BENCHMARK(fuse_commit)->Apply(sizes);
 BENCHMARK(fuse_serialise)->Apply(sizes);
 BENCHMARK(fuse_run)->Apply(sizes);
+BENCHMARK(fuse_fixpoint)->Apply(sizes);
 BENCHMARK(fuse_end_to_end)->Apply(sizes);

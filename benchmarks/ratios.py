@@ -2,12 +2,13 @@
 written with --benchmark_out=RUN.json --benchmark_out_format=json.
 
 Per size: each phase's time per node (fuse_run: the whole fuse step), fuse_run against protobuf
-parse of the same file, and the 10,000-layer / 100-layer ratio of time per node for every phase.
+parse of the same file, the share of the run that the pass proving the fixed point takes
+(fuse_fixpoint ÷ fuse_run), and the 10,000-layer / 100-layer ratio of time per node for every phase.
 """
 import json
 import sys
 
-PHASES = ["parse", "index", "match", "commit", "serialise", "run", "end_to_end"]
+PHASES = ["parse", "index", "match", "commit", "serialise", "run", "fixpoint", "end_to_end"]
 
 
 def main(path):
@@ -18,14 +19,16 @@ def main(path):
         if name in PHASES and b.get("run_type", "iteration") == "iteration":
             runs[(name, int(layers))] = b
     sizes = sorted({layers for _, layers in runs})
-    print("| layers | nodes | " + " | ".join(f"{p} µs/node" for p in PHASES) + " | run ÷ parse |")
-    print("|---" * (len(PHASES) + 3) + "|")
+    print("| layers | nodes | " + " | ".join(f"{p} µs/node" for p in PHASES) + " | run ÷ parse | fixpoint ÷ run |")
+    print("|---" * (len(PHASES) + 4) + "|")
     for layers in sizes:
         row = [f"{layers:,}", f"{int(runs[('parse', layers)]['nodes']):,}"]
         for p in PHASES:
             row.append(f"{runs[(p, layers)]['per_node'] * 1e6:.3f}" if (p, layers) in runs else "—")
         fuse, parse = runs.get(("run", layers)), runs.get(("parse", layers))
         row.append(f"{fuse['cpu_time'] / parse['cpu_time']:.2f}" if fuse and parse else "—")
+        fixpoint = runs.get(("fixpoint", layers))
+        row.append(f"{fixpoint['cpu_time'] / fuse['cpu_time']:.2f}" if fuse and fixpoint else "—")
         print("| " + " | ".join(row) + " |")
     print()
     for p in PHASES:

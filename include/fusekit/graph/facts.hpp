@@ -60,7 +60,7 @@ class facts {
       atoms_ = parent_->atoms_;
     }
     shapes_.resize(g.value_count());
-    contents_.resize(g.value_count());
+    content_at_.assign(g.value_count(), none);
     for (value_id v = 0; v < g.value_count(); ++v)
       if (g.producer(v) == no_id) seed(v);
     for (node_id n : g.topological_order()) {
@@ -79,7 +79,7 @@ class facts {
   }
   const content_fact& content(value_id v) const {
     static const content_fact unknown{};
-    return v < contents_.size() ? contents_[v] : unknown;
+    return v < content_at_.size() && content_at_[v] != none ? contents_[content_at_[v]] : unknown;
   }
   std::optional<std::size_t> rank(value_id v) const {
     const shape_fact& s = shape(v);
@@ -132,6 +132,9 @@ class facts {
   std::unique_ptr<atom_table> owned_atoms_;
   atom_table* atoms_;
   std::vector<shape_fact> shapes_;
+  // Most values have no known content: each that has one is kept once, where content_at_ says.
+  static constexpr std::uint32_t none = UINT32_MAX;
+  std::vector<std::uint32_t> content_at_;
   std::vector<content_fact> contents_;
   std::vector<std::string> contradictions_;
 
@@ -160,17 +163,25 @@ class facts {
       const auto [where, id] = g_.definition(v);
       const facts& outer = facts_of(*where);
       shapes_[v] = outer.shape(id);
-      contents_[v] = outer.content(id);
+      set_content(v, outer.content(id));
       return;
     }
     // An initializer that is also a graph input may be overridden: only its declaration holds.
     if (const onnx::TensorProto* t = g_.constant_tensor(v)) {
       shapes_[v].known = true;
       for (std::int64_t d : t->dims()) shapes_[v].dims.push_back(sym::constant(d));
-      contents_[v] = read(*t);
+      set_content(v, read(*t));
       return;
     }
     shapes_[v] = declared(v);
+  }
+  void set_content(value_id v, content_fact c) {
+    if (!c.known) {
+      content_at_[v] = none;
+      return;
+    }
+    content_at_[v] = std::uint32_t(contents_.size());
+    contents_.push_back(std::move(c));
   }
   content_fact read(const onnx::TensorProto& t) const {
     content_fact c;
@@ -274,7 +285,7 @@ class facts {
     if (out == no_id) return;
     if (c.known && c.size() > max_elements) c = {};
     shapes_[out] = std::move(s);
-    contents_[out] = std::move(c);
+    set_content(out, std::move(c));
   }
   // An output whose rank is known but whose dims are not.
   shape_fact opaque(node_id n, std::size_t slot, std::size_t rank) {
