@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -273,7 +274,7 @@ class graph {
     op_interner ops;
     std::vector<bool> used_ops;  // op ids that occur in some graph of the model
     std::vector<std::vector<std::pair<std::string_view, const onnx::AttributeProto*>>> defaults;
-    std::vector<onnx::TensorProto> synthesized;  // reserved up front: pointers stay valid
+    std::deque<onnx::TensorProto> synthesized;  // grows without moving: pointers stay valid
   };
 
   graph(const onnx::GraphProto& proto, graph* parent, node_id owner)
@@ -365,18 +366,6 @@ class graph {
     return nullptr;
   }
 
-  std::size_t count_synthesized(const onnx::GraphProto& g) {
-    std::size_t n = 0;
-    for (const auto& node : g.node()) {
-      n += node.op_type() == "Constant";
-      for (const auto& a : node.attribute()) {
-        if (a.has_g()) n += count_synthesized(a.g());
-        for (const auto& sub : a.graphs()) n += count_synthesized(sub);
-      }
-    }
-    return n;
-  }
-
   // Data that does not hold its shape's elements is no model ONNX Runtime loads: refused where the
   // graph is read, not when a rule happens to read the constant. External data is checked when
   // read.
@@ -392,7 +381,6 @@ class graph {
 
   // Structure: values, nodes, edges, subgraphs. Types and order come after, in resolve_types().
   void index() {
-    if (parent_ == nullptr) root_->shared_->synthesized.reserve(count_synthesized(*proto_));
     const bool overridable_initializers = root_->shared_->ir_version >= 4;
     const std::size_t value_hint =
         proto_->node_size() * 2 + proto_->input_size() + proto_->initializer_size();

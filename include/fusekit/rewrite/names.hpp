@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "fusekit/graph/name_table.hpp"
@@ -54,21 +55,15 @@ class hash_set {
 // initializers (sparse ones too), node names, inputs and outputs, If/Loop/Scan bodies and the
 // bodies of model-local functions. Node and value names share one space, so a fresh name is
 // unambiguous in reports as well as in the graph.
+//
+// The names are gathered when the first fresh name is asked for, from the model as it is then: a
+// run that emits nothing (a model fused already) never reads them.
 class name_pool {
  public:
-  explicit name_pool(const onnx::ModelProto& m) {
-    taken_.reserve(std::size_t(m.graph().node_size()) * 3 +
-                   std::size_t(m.graph().initializer_size()));
-    collect(m.graph());
-    for (const auto& f : m.functions()) {
-      take(f.name());
-      for (const auto& v : f.input()) take(v);
-      for (const auto& v : f.output()) take(v);
-      for (const auto& node : f.node()) collect(node);
-    }
-  }
+  explicit name_pool(const onnx::ModelProto& m) : model_(&m) {}
 
   std::string fresh(std::string_view stem) {
+    if (model_ != nullptr) collect_all();
     // Stems that share a hash share a counter: it only says where to start looking.
     std::uint64_t& k = next_[name_hash(stem)];
     std::string name;
@@ -86,6 +81,19 @@ class name_pool {
 
  private:
   void take(std::string_view name) { taken_.insert(name_hash(name)); }
+
+  void collect_all() {
+    const onnx::ModelProto& m = *std::exchange(model_, nullptr);
+    taken_.reserve(std::size_t(m.graph().node_size()) * 3 +
+                   std::size_t(m.graph().initializer_size()));
+    collect(m.graph());
+    for (const auto& f : m.functions()) {
+      take(f.name());
+      for (const auto& v : f.input()) take(v);
+      for (const auto& v : f.output()) take(v);
+      for (const auto& node : f.node()) collect(node);
+    }
+  }
 
   void collect(const onnx::GraphProto& g) {
     for (const auto& v : g.input()) take(v.name());
@@ -109,6 +117,7 @@ class name_pool {
     }
   }
 
+  const onnx::ModelProto* model_;  // until its names are collected
   hash_set taken_;
   std::unordered_map<std::uint64_t, std::uint64_t> next_;  // per stem: the first k not yet tried
 };

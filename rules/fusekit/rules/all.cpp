@@ -1,7 +1,12 @@
 #include "all.hpp"
 
+#include <algorithm>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "fusekit/graph/graph.hpp"
 
@@ -22,23 +27,25 @@ namespace {
 
 // The ops an exporter or an earlier run fused already: the dynamo exporter writes ai.onnx
 // Attention itself at opset 23. Reported, so a user reads "already fused", not silence.
-void find_fused(const graph& g, std::vector<std::string>& out) {
-  static constexpr std::pair<std::string_view, std::string_view> fused_ops[] = {
-      {"", "Attention"},
-      {"com.microsoft", "MultiHeadAttention"},
-      {"com.microsoft", "GroupQueryAttention"},
-      {"com.microsoft", "Attention"}};
+void find_fused(const graph& g, std::span<const op_id> fused, std::vector<std::string>& out) {
   for (node_id n : g.topological_order()) {
-    for (const auto& [domain, op] : fused_ops)
-      if (g.domain(n) == domain && g.op_type(n) == op) out.push_back(g.describe(n));
-    for (const subgraph_ref& body : g.subgraphs(n)) find_fused(*body.body, out);
+    if (std::find(fused.begin(), fused.end(), g.op(n)) != fused.end()) out.push_back(g.describe(n));
+    for (const subgraph_ref& body : g.subgraphs(n)) find_fused(*body.body, fused, out);
   }
 }
 
 }  // namespace
 
 void find_fused_attention(const graph& g, rewrite::report& out) {
-  find_fused(g, out.already_fused);
+  static constexpr std::pair<std::string_view, std::string_view> fused_ops[] = {
+      {"", "Attention"},
+      {"com.microsoft", "MultiHeadAttention"},
+      {"com.microsoft", "GroupQueryAttention"},
+      {"com.microsoft", "Attention"}};
+  std::vector<op_id> fused;
+  for (const auto& [domain, op] : fused_ops)
+    if (const std::optional<op_id> id = g.ops().find(domain, op)) fused.push_back(*id);
+  find_fused(g, fused, out.already_fused);
 }
 
 rewrite::report fuse_all(model& m, const rewrite::options& run,
