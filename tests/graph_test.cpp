@@ -3,6 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "fusekit/graph/model_builder.hpp"
 
 namespace {
@@ -30,6 +36,26 @@ struct dit_block {
   value down = b.op("Cast", {probs}, {{"to", dtype::float16}});
   value out = b.op("MatMul", {down, v});
 };
+
+// The index's name look-up: every name inserted is found with its id across the table's growth,
+// and a name never inserted is not, even one that differs in a single byte or only in length.
+TEST(NameTable, FindsEveryNameAcrossGrowthAndNothingElse) {
+  std::vector<std::string> names;
+  for (int i = 0; i < 5000; ++i) names.push_back("/blocks." + std::to_string(i) + "/attn/MatMul");
+  struct name_of {
+    const std::vector<std::string>* names;
+    std::string_view operator()(std::uint32_t id) const { return (*names)[id]; }
+  };
+  fusekit::name_table<name_of> table{name_of{&names}};
+  for (std::uint32_t id = 0; id < names.size(); ++id) table.insert(names[id], id);
+  for (std::uint32_t id = 0; id < names.size(); ++id) EXPECT_EQ(table.find(names[id]), id);
+  EXPECT_EQ(table.find("/blocks.0/attn/MatMuk"), std::nullopt);
+  EXPECT_EQ(table.find("/blocks.0/attn/MatMul_"), std::nullopt);
+  EXPECT_EQ(table.find("/blocks.0/attn/MatMu"), std::nullopt);
+  EXPECT_EQ(table.find(""), std::nullopt);
+  EXPECT_NE(fusekit::name_hash("/blocks.0/attn/MatMul"),
+            fusekit::name_hash("/blocks.1/attn/MatMul"));
+}
 
 TEST(GraphIndex, ProducersConsumersAndSlots) {
   dit_block d;

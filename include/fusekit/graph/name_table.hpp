@@ -1,7 +1,8 @@
 // Names to dense ids without a string or an allocation per name: open addressing over eight-byte
 // slots (part of the name's hash and the id), the names themselves read back from wherever the
-// caller keeps them. The index resolves every input of every node through one of these, so it is
-// the index's hottest lookup and, per value, a fifth of what a node-based hash map costs.
+// caller keeps them. The index resolves every input of every node through one of these: it is
+// the index's hottest lookup, and at 16 to 32 bytes a name it takes at most half the memory of a
+// node-based hash map.
 #pragma once
 
 #include <cstdint>
