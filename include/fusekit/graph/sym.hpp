@@ -51,7 +51,7 @@ class sym {
     if (form_ == form::atom) return atom_id(value_);
     return std::nullopt;
   }
-  std::int64_t denominator() const { return form_ == form::polynomial ? denominator_ : 1; }
+  std::int64_t denominator() const { return form_ == form::polynomial ? poly_.denominator : 1; }
   std::size_t term_count() const {
     switch (form_) {
       case form::constant:
@@ -59,13 +59,16 @@ class sym {
       case form::atom:
         return 1;
       case form::polynomial:
-        return terms_.size();
+        return poly_.terms.size();
       case form::unknown:
         break;
     }
     return 0;
   }
-  std::vector<term> terms() const { return expanded().terms; }
+  std::vector<term> terms() const {
+    polynomial scratch;
+    return as_polynomial(scratch).terms;
+  }
 
   friend sym operator+(const sym& a, const sym& b) { return combine(a, b, 1); }
   friend sym operator-(const sym& a, const sym& b) { return combine(a, b, -1); }
@@ -75,7 +78,9 @@ class sym {
       std::int64_t c = 0;
       return mul(a.value_, b.value_, c) ? constant(c) : unknown();
     }
-    const polynomial x = a.expanded(), y = b.expanded();
+    polynomial a_scratch, b_scratch;
+    const polynomial& x = a.as_polynomial(a_scratch);
+    const polynomial& y = b.as_polynomial(b_scratch);
     polynomial out;
     if (!mul(x.denominator, y.denominator, out.denominator)) return unknown();
     for (const term& p : x.terms)
@@ -91,7 +96,9 @@ class sym {
   // Reshape's -1, an even Split.
   friend sym exact_quotient(const sym& a, const sym& b) {
     if (!a.known() || !b.known() || b.term_count() != 1) return unknown();
-    const polynomial x = a.expanded(), y = b.expanded();
+    polynomial a_scratch, b_scratch;
+    const polynomial& x = a.as_polynomial(a_scratch);
+    const polynomial& y = b.as_polynomial(b_scratch);
     const term& d = y.terms[0];
     polynomial out;
     // (A/da) / (c·M/db) = (A·db) / (da·c·M)
@@ -115,21 +122,26 @@ class sym {
   friend truth equal(const sym& a, const sym& b) {
     if (!a.known() || !b.known()) return truth::unknown;
     if (a == b) return truth::yes;
+    // Of two differing dims of at most one term each, only two constants are proven different:
+    // what the subtraction would find, answered without it, since it allocates and matching
+    // (the same_dim predicate) allocates nothing.
+    if (a.denominator() == 1 && b.denominator() == 1 && a.term_count() <= 1 && b.term_count() <= 1)
+      return a.constant() && b.constant() ? truth::no : truth::unknown;
     const sym d = a - b;
     if (!d.known()) return truth::unknown;
     // Atoms are sizes, fixed for a run: a nonzero constant difference is a proof.
     if (d.form_ == form::constant) return d.is_constant(0) ? truth::yes : truth::no;
-    if (d.terms_.size() == 1 && d.terms_[0].factors.empty()) return truth::no;
+    if (d.poly_.terms.size() == 1 && d.poly_.terms[0].factors.empty()) return truth::no;
     return truth::unknown;
   }
   // The forms are canonical: equal dims have equal forms.
   bool operator==(const sym& o) const {
-    if (form_ != o.form_ || value_ != o.value_ || denominator_ != o.denominator_ ||
-        terms_.size() != o.terms_.size())
+    if (form_ != o.form_ || value_ != o.value_ || poly_.denominator != o.poly_.denominator ||
+        poly_.terms.size() != o.poly_.terms.size())
       return false;
-    for (std::size_t i = 0; i < terms_.size(); ++i)
-      if (terms_[i].coefficient != o.terms_[i].coefficient ||
-          terms_[i].factors != o.terms_[i].factors)
+    for (std::size_t i = 0; i < poly_.terms.size(); ++i)
+      if (poly_.terms[i].coefficient != o.poly_.terms[i].coefficient ||
+          poly_.terms[i].factors != o.poly_.terms[i].factors)
         return false;
     return true;
   }
@@ -138,7 +150,8 @@ class sym {
   template <class Names>
   std::string text(const Names& name) const {
     if (!known()) return "?";
-    const polynomial p = expanded();
+    polynomial scratch;
+    const polynomial& p = as_polynomial(scratch);
     if (p.terms.empty()) return "0";
     std::string out;
     for (std::size_t i = 0; i < p.terms.size(); ++i) {
@@ -185,25 +198,27 @@ class sym {
   };
 
   form form_ = form::unknown;
-  std::int64_t value_ = 0;        // the constant, or the atom
-  std::int64_t denominator_ = 1;  // of a polynomial
-  std::vector<term> terms_;       // of a polynomial
+  std::int64_t value_ = 0;  // the constant, or the atom
+  polynomial poly_;         // of the polynomial form
 
   sym(form f, std::int64_t value) : form_(f), value_(value) {}
 
-  polynomial expanded() const {
+  // The polynomial of this dim: its own, or, for a constant or a lone atom, one written into
+  // `scratch`.
+  const polynomial& as_polynomial(polynomial& scratch) const {
     switch (form_) {
       case form::constant:
-        if (value_ == 0) return {};
-        return {1, {{value_, {}}}};
+        if (value_ != 0) scratch.terms.push_back({value_, {}});
+        return scratch;
       case form::atom:
-        return {1, {{1, {{atom_id(value_), 1}}}}};
+        scratch.terms.push_back({1, {{atom_id(value_), 1}}});
+        return scratch;
       case form::polynomial:
-        return {denominator_, terms_};
+        return poly_;
       case form::unknown:
         break;
     }
-    return {};
+    return scratch;
   }
 
   // Coefficients and denominators stay above the lowest int64, so that negating one (a sign, a
@@ -249,7 +264,9 @@ class sym {
         return unknown();
       return constant(c);
     }
-    const polynomial x = a.expanded(), y = b.expanded();
+    polynomial a_scratch, b_scratch;
+    const polynomial& x = a.as_polynomial(a_scratch);
+    const polynomial& y = b.as_polynomial(b_scratch);
     polynomial out;
     if (!mul(x.denominator, y.denominator, out.denominator)) return unknown();
     for (const term& t : x.terms) {
@@ -293,8 +310,8 @@ class sym {
         return atom(t.factors[0].atom);
     }
     sym out(form::polynomial, 0);
-    out.denominator_ = p.denominator;
-    out.terms_ = std::move(merged);
+    out.poly_.denominator = p.denominator;
+    out.poly_.terms = std::move(merged);
     return out;
   }
 };

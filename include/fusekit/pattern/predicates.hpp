@@ -361,20 +361,6 @@ inline void not_bound_yet(std::string& m, const std::string& subject, std::strin
 }
 }  // namespace message
 
-namespace detail {
-// equal(a, b) without its arithmetic (which allocates) where the forms tell: the forms are
-// canonical, so equal forms are equal dims, and of two differing forms of at most one term, only
-// two constants are proven different.
-inline truth dims_equal(const sym* a, const sym* b) {
-  if (a == nullptr || b == nullptr || !a->known() || !b->known()) return truth::unknown;
-  if (*a == *b) return truth::yes;
-  const bool simple = a->denominator() == 1 && b->denominator() == 1 && a->term_count() <= 1 &&
-                      b->term_count() <= 1;
-  if (!simple) return equal(*a, *b);
-  return a->constant() && b->constant() ? truth::no : truth::unknown;
-}
-}  // namespace detail
-
 // .same_dim<-1, "q", -1>(): dim I of this value is proven equal to dim J of the value bound to
 // capture "q" (negative indices count from the end). "q" must be bound earlier in the match.
 template <int I, fixed_string Other, int J>
@@ -398,7 +384,7 @@ struct same_dim_as {
         return false;
       }
       const facts& f = facts_of(c.g);
-      const truth t = detail::dims_equal(f.dim_of(v, I), f.dim_of(other.id, J));
+      const truth t = f.same_dim(v, I, other.id, J);
       if (t == truth::yes) return true;
       c.fail(where, c.g.producer(v), [&](std::string& m) {
         m += describe_value(c.g, v) + ": dim " + std::to_string(I) +
