@@ -223,7 +223,8 @@ TEST(DitRule, AKeyTransposeWithItsInputOmittedIsANearMiss) {
   no_key.k_omitted = true;
   EXPECT_EQ(near_miss(no_key),
             "MatMul 'context': q, kᵀ and v are not proven 4-D [batch, heads, sequence, head "
-            "size]: q [1, 4, S, 8], kᵀ unknown rank, v [1, 4, S, 8]");
+            "size]: q [1, 4, S, 8], kᵀ unknown rank, v [1, 4, S, 8]; 'k_t' has unknown rank: "
+            "Transpose 'k_t' has no input 0");
 }
 
 TEST(DitRule, TheMergedBlockKeepsWhatItsReplacementReads) {
@@ -336,7 +337,8 @@ TEST(DitFacts, AnUndeclaredBatchIsNotAssumedEqual) {
   b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
   EXPECT_EQ(near_miss_of(b.build_model()),
             "MatMul 'context': the batch of q and kᵀ is not proven equal ([dim 0 of 'q', 4, S, "
-            "8] against [dim 0 of 'k', 4, 8, S]): the MatMul broadcasts, the fused op does not");
+            "8] against [dim 0 of 'k', 4, 8, S]): the MatMul broadcasts, the fused op does not; "
+            "dim 0 of 'q' is unknown: graph input 'q' declares it without a number or a name");
 }
 
 // torch's SDPA decomposition: MatMul(q·√s, kᵀ·√s) → Softmax → MatMul(·, v), batch 1, 4 heads,

@@ -365,3 +365,163 @@ TEST(Facts, OuterScopeValuesKeepTheirFactsInsideBodies) {
 }
 
 }  // namespace
+
+namespace {
+
+// Ops fusekit has no rule of its own for get ONNX's: a ViT's patch embedding keeps its rank and
+// batch, a symbolic dim passes through as itself.
+TEST(Facts, OpsWithoutARuleOfTheirOwnGetOnnxsRule) {
+  model_builder b(17);
+  auto image = b.input("image", dtype::float32, {"B", 3, 32, 32});
+  auto weight = b.initializer(dtype::float32, {16, 3, 8, 8}, std::vector<double>(16 * 3 * 8 * 8));
+  auto patches = b.op("Conv", {image, weight}, {{"strides", std::vector<std::int64_t>{8, 8}}});
+  auto padded = b.op("Pad", {patches, shape_constant(b, {0, 0, 1, 1, 0, 0, 1, 1})});
+  b.output(patches);
+  b.output(padded);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, patches)), "[B, 16, 4, 4]");
+  EXPECT_EQ(facts_of(g).shape_text(id(g, padded)), "[B, 16, 6, 6]");
+}
+
+// AveragePool took dilations at opset 19: the rule of an older opset ignores them and would
+// prove a wrong size, so a libonnx that knows only older rules does not answer past its opsets.
+TEST(Facts, OnnxRulesThatChangedAfterTheLinkedLibraryDoNotAnswerForNewerOpsets) {
+  model_builder b(19);
+  auto x = b.input("x", dtype::float32, {"B", 3, 32, 32});
+  auto pooled = b.op("AveragePool", {x},
+                     {{"kernel_shape", std::vector<std::int64_t>{3, 3}},
+                      {"dilations", std::vector<std::int64_t>{2, 2}}});
+  b.output(pooled);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, pooled)),
+            fusekit::schema_registry_opset() >= 19 ? "[B, 3, 28, 28]" : "unknown rank");
+}
+
+// Pad at every opset: pads from the attribute, from an input, and (opset 18) for the axes named;
+// TorchScript's pads come reversed through Slice(step -1) and Transpose of a folded table.
+TEST(Facts, PadGrowsEachPaddedAxisByItsTwoPads) {
+  model_builder b(18);
+  auto x = b.input("x", dtype::float32, {"B", "S", 64});
+  auto last = b.op("Pad", {x, shape_constant(b, {1, 3}), b.scalar(dtype::float32, 0.0),
+                           shape_constant(b, {-1})});
+  auto table = b.op("Reshape", {shape_constant(b, {0, 1, 0, 2, 0, 3}), shape_constant(b, {3, 2})});
+  auto reversed = b.op("Slice", {table, shape_constant(b, {-1}), shape_constant(b, {-1000}),
+                                 shape_constant(b, {0}), shape_constant(b, {-1})});
+  auto pairs = b.op("Transpose", {reversed}, {{"perm", std::vector<std::int64_t>{1, 0}}});
+  auto pads = b.op("Reshape", {pairs, shape_constant(b, {-1})});
+  auto all = b.op("Pad", {x, pads});
+  b.output(last);
+  b.output(all);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, last)), "[B, S, 68]");
+  EXPECT_EQ(facts_of(g).shape_text(id(g, all)), "[3 + B, 2 + S, 65]");
+}
+
+}  // namespace
+
+namespace {
+
+// A Reshape's target built from a run-time count and constant head sizes: the constant elements
+// still fold, and the one that does not is traced back to where its value comes from.
+TEST(Facts, ATargetWithOneUnknownElementKeepsTheOthersAndSaysWhereTheProofBroke) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"B", "S", 64});
+  auto n = b.input("n", dtype::int64, {1});
+  auto target = b.op("Concat", {n, shape_constant(b, {4, 16})}, {{"axis", 0}}, {.name = "target"});
+  auto y = b.op("Reshape", {x, target}, {}, {.name = "heads"});
+  b.output(y);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, y)), "[dim 0 of 'heads', 4, 16]");
+  EXPECT_EQ(f.why_unknown(id(g, y), 1), "");
+  EXPECT_EQ(f.why_unknown(id(g, y), 0),
+            "dim 0 of 'heads' is unknown: Reshape 'heads' reads input 1 'target', whose "
+            "element 0 is not folded: Concat 'target' reads input 0 'n', whose value is not "
+            "folded: graph input 'n' is known only at run time");
+}
+
+// A rank lost on the way is traced to the first node whose output nothing could know.
+TEST(Facts, AnUnknownRankIsTracedToTheNodeWhereItWasLost) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"B", "S", 64});
+  auto idx = b.input("idx", dtype::int64);
+  auto picked = b.op("NonZero", {idx}, {}, {.name = "nonzero"});
+  auto target = b.op("Reshape", {picked, shape_constant(b, {-1})}, {}, {.name = "flat"});
+  auto y = b.op("Reshape", {x, target}, {}, {.name = "view"});
+  b.output(y);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).why_unknown(id(g, y)),
+            "'view' has unknown rank: Reshape 'view' reads input 1 'flat', whose value "
+            "is not folded: Reshape 'flat' reads input 0 'nonzero', whose value is not folded: "
+            "NonZero 'nonzero' reads input 0 'idx', whose value is not folded: graph input 'idx' "
+            "is declared without a shape");
+}
+
+}  // namespace
+
+namespace {
+
+// The dynamo exporter's kᵀ: Reshape(k, [-1] ++ shape[-2:]) → Transpose(0,2,1) →
+// Reshape(shape[:-2] ++ shape[-1:] ++ shape[-2:-1]), "from the start" written as the lowest int64.
+TEST(Facts, TheDynamoExportersKTransposeDetourKeepsBatchAndHeads) {
+  model_builder b(18);
+  auto k = b.input("k", dtype::float32, {"B", 4, "L", 8});
+  auto shape = b.op("Shape", {k});
+  const double lowest = double(std::numeric_limits<std::int64_t>::min());
+  const double highest = double(std::int64_t(1) << 62);
+  auto slice = [&](double start, double end) {
+    return b.op("Slice", {shape, b.initializer(dtype::int64, {1}, {start}),
+                          b.initializer(dtype::int64, {1}, {end})});
+  };
+  auto flat = b.op(
+      "Reshape", {k, b.op("Concat", {shape_constant(b, {-1}), slice(-2, highest)}, {{"axis", 0}})});
+  auto turned = b.op("Transpose", {flat}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+  auto target =
+      b.op("Concat", {slice(lowest, -2), slice(-1, highest), slice(-2, -1)}, {{"axis", 0}});
+  auto kt = b.op("Reshape", {turned, target});
+  b.output(kt);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, kt)), "[B, 4, 8, L]");
+}
+
+// Positions sliced from a buffer of 64 up to the sequence length: min(S, 64), which broadcasts
+// against S as S (were S above 64 the model could not run), and is no dim of its own.
+TEST(Facts, ASliceUpToASymbolicEndIsTheMinAndBroadcastsAgainstThatEnd) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"B", "S", 32});
+  auto buffer = b.initializer(dtype::float32, {1, 64, 32}, std::vector<double>(64 * 32));
+  auto length = b.op("Slice", {b.op("Shape", {x}), shape_constant(b, {1}), shape_constant(b, {2})});
+  auto positions = b.op("Slice", {buffer, shape_constant(b, {0}), length, shape_constant(b, {1})});
+  auto sum = b.op("Add", {x, positions});
+  b.output(positions);
+  b.output(sum);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, positions)), "[1, Min(64, S), 32]");
+  EXPECT_TRUE(f.is_named(*f.dim_of(id(g, positions), 1)));
+  EXPECT_EQ(f.same_dim(id(g, positions), 1, id(g, x), 1), truth::unknown);  // S may exceed 64
+  EXPECT_EQ(f.shape_text(id(g, sum)), "[B, S, 32]");
+}
+
+// torch's expand writes Where(Equal(shape, -1), 1, shape): a dim is never -1.
+TEST(Facts, ADimIsNeverEqualToANegativeNumber) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"B", "S"});
+  auto shape = b.op("Shape", {x});
+  auto minus_one = b.op("Equal", {shape, shape_constant(b, {-1, -1})});
+  auto target = b.op("Where", {minus_one, shape_constant(b, {1, 1}), shape});
+  auto y = b.op("Expand", {b.input("y", dtype::float32, {1, 1}), target});
+  b.output(y);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, y)), "[B, S]");
+}
+
+}  // namespace

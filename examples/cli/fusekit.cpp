@@ -3,7 +3,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +22,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "dit_model.hpp"
 #include "fusekit/rules/all.hpp"
 
@@ -27,7 +32,7 @@ namespace {
 constexpr std::string_view usage = R"(usage:
   fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--target ort|onnx] [--report R.json]
                                    [--explain] [--dry-run] [--num-heads N] [--quiet]
-  fusekit inspect IN.onnx
+  fusekit inspect IN.onnx [--shapes [--json]]
   fusekit explain IN.onnx --node NAME [--dot FILE] [--target ort|onnx] [--num-heads N]
   fusekit demo [--target ort|onnx]
   fusekit --help
@@ -40,6 +45,13 @@ fuse      rewrites every block a rule matches and reports, per rule, what fused 
           --explain   report every anchor each rule tried, not only near misses
           --dry-run   report only, write nothing
 inspect   op histogram, opsets, dtypes, the attention-like blocks and what the rules make of them
+          --shapes    instead, every value's facts: dtype, dims and the folded contents of small
+                      tensors, one line each; subgraph values as GRAPH/VALUE
+          --json      with --shapes: one JSON object keyed by value name, {"dtype": "float32",
+                      "dims": [2, "batch*4", null], "value": [1.0]}; a dim is an integer, a
+                      sympy expression over the model's dim_params, or null (unknown, or a size
+                      no dim_param names); "dims" is null when the rank is unknown; "value" only
+                      where folded, non-finite reals as "inf", "-inf", "nan"
 explain   what each rule made of the blocks around one node; --dot writes a Graphviz picture of
           them, matched nodes green, the failing node red
 demo      fuses the bundled sample model (a 2-layer F5-TTS-like DiT in float16) and reports
@@ -57,7 +69,7 @@ struct arguments {
   std::string input, output, report, node, dot;
   fusekit::rewrite::options options;
   fusekit::rules::attention_options attention;
-  bool dry_run = false, quiet = false;
+  bool dry_run = false, quiet = false, shapes = false, json = false;
 };
 
 std::vector<std::string> split(const std::string& list) {
@@ -115,12 +127,17 @@ arguments parse(int argc, char** argv) {
       a.dry_run = true;
     } else if (flag == "--quiet") {
       a.quiet = true;
+    } else if (flag == "--shapes") {
+      a.shapes = true;
+    } else if (flag == "--json") {
+      a.json = true;
     } else if (!flag.starts_with("-") && a.input.empty()) {
       a.input = flag;
     } else {
       throw usage_error("unexpected argument '" + flag + "'");
     }
   }
+  if (a.json && !a.shapes) throw usage_error("--json needs --shapes");
   return a;
 }
 
@@ -200,10 +217,183 @@ int fuse(const arguments& a) {
   return 0;
 }
 
+// ---- inspect --shapes: what the facts oracle proves about every value
+
+bool is_identifier(std::string_view name) {
+  auto letter = [](char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; };
+  if (name.empty() || !letter(name[0])) return false;
+  return std::all_of(name.begin(), name.end(), [&](char c) {
+    return letter(c) || std::isdigit(static_cast<unsigned char>(c));
+  });
+}
+
+// A dim as sympy reads it ("4 + 2*batch", "(S + T)/2"), or nothing where it is unknown or involves
+// a size no dim_param names. Names sympy cannot read are written as they are and collected in
+// `unreadable`, so that the user hears of them once.
+std::optional<std::string> sympy_text(const fusekit::facts& f, const fusekit::sym& s,
+                                      std::set<std::string>& unreadable) {
+  if (!s.known()) return std::nullopt;
+  if (const auto c = s.constant()) return std::to_string(*c);
+  const auto terms = s.terms();
+  std::string out;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    // sym keeps coefficients above the lowest int64: negating one cannot overflow.
+    std::int64_t c = terms[i].coefficient;
+    out += i == 0 ? (c < 0 ? "-" : "") : (c < 0 ? " - " : " + ");
+    c = c < 0 ? -c : c;
+    std::string term = c != 1 || terms[i].factors.empty() ? std::to_string(c) : "";
+    for (const auto& factor : terms[i].factors) {
+      const fusekit::sym atom = fusekit::sym::atom(factor.atom);
+      if (!f.is_named(atom)) return std::nullopt;
+      const std::string name = f.text(atom);
+      // The facts' own min of two dims is written as sympy writes it.
+      if (!is_identifier(name) && !name.starts_with("Min(")) unreadable.insert(name);
+      if (!term.empty()) term += '*';
+      term += name;
+      if (factor.power != 1) {
+        term += "**";
+        term += factor.power < 0 ? "(" + std::to_string(factor.power) + ")"
+                                 : std::to_string(factor.power);
+      }
+    }
+    out += term;
+  }
+  if (s.denominator() != 1) {
+    if (terms.size() > 1) out = "(" + out + ")";
+    out += "/" + std::to_string(s.denominator());
+  }
+  return out;
+}
+
+// The shortest text that reads back as the same double; JSON has no infinities or NaN, so those
+// are strings everywhere.
+std::string real_text(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x < 0 ? "-inf" : "inf";
+  char buffer[32];
+  const auto end = std::to_chars(buffer, buffer + sizeof buffer, x).ptr;
+  return std::string(buffer, end);
+}
+
+nlohmann::ordered_json dims_json(const fusekit::facts& f, fusekit::value_id v,
+                                 std::set<std::string>& unreadable) {
+  const fusekit::shape_fact& s = f.shape(v);
+  if (!s.known) return nullptr;
+  nlohmann::ordered_json dims = nlohmann::ordered_json::array();
+  for (const fusekit::sym& d : s.dims) {
+    if (const auto c = d.constant()) {
+      dims.push_back(*c);
+    } else if (auto text = sympy_text(f, d, unreadable)) {
+      dims.push_back(std::move(*text));
+    } else {
+      dims.push_back(nullptr);
+    }
+  }
+  return dims;
+}
+
+nlohmann::ordered_json content_json(const fusekit::facts& f, const fusekit::content_fact& c,
+                                    std::set<std::string>& unreadable) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
+  if (c.real) {
+    for (double x : c.reals) {
+      if (std::isfinite(x))
+        out.push_back(x);
+      else
+        out.push_back(real_text(x));
+    }
+    return out;
+  }
+  for (const fusekit::sym& e : c.ints) {
+    if (const auto k = e.constant()) {
+      out.push_back(*k);
+    } else if (auto text = sympy_text(f, e, unreadable)) {
+      out.push_back(std::move(*text));
+    } else {
+      out.push_back(nullptr);
+    }
+  }
+  return out;
+}
+
+// "[0, 0, 4, 16]"; a fill as "[0.01 × 64]".
+std::string content_text(const fusekit::facts& f, const fusekit::content_fact& c) {
+  auto element = [&](std::size_t i) { return c.real ? real_text(c.reals[i]) : f.text(c.ints[i]); };
+  bool uniform = c.size() > 2;
+  for (std::size_t i = 1; uniform && i < c.size(); ++i)
+    uniform = c.real ? c.reals[i] == c.reals[0] : c.ints[i] == c.ints[0];
+  if (uniform) return "[" + element(0) + " × " + std::to_string(c.size()) + "]";
+  std::string out = "[";
+  for (std::size_t i = 0; i < c.size(); ++i) out += (i ? ", " : "") + element(i);
+  return out + "]";
+}
+
+// The key itself, or with "#2", "#3"… where it is taken.
+std::string unique_key(std::set<std::string>& taken, const std::string& key) {
+  std::string out = key;
+  for (int k = 2; !taken.insert(out).second; ++k) out = key + "#" + std::to_string(k);
+  return out;
+}
+
+// Every value of the model and of its subgraphs (keyed GRAPH/VALUE, GRAPH the body's name, or its
+// node's and attribute's where it has none), each line or JSON entry written as it comes: an
+// ordered JSON object would search its keys on every insertion.
+int inspect_shapes(const arguments& a, const fusekit::model& m) {
+  const fusekit::graph main_graph(m);
+  struct scope {
+    const fusekit::graph* g;
+    std::string prefix;
+  };
+  std::vector<scope> graphs{{&main_graph, ""}};
+  // A main-graph value may be named like a subgraph's key ("body/x"): a repeated key gets "#2".
+  std::set<std::string> labels, keys, unreadable;
+  bool first = true;
+  if (a.json) std::cout << "{";
+  for (std::size_t i = 0; i < graphs.size(); ++i) {
+    const fusekit::graph& g = *graphs[i].g;
+    const std::string prefix = graphs[i].prefix;  // graphs may grow below
+    const fusekit::facts& f = fusekit::facts_of(g);
+    for (fusekit::node_id n = 0; n < g.node_count(); ++n)
+      for (const auto& body : g.subgraphs(n)) {
+        std::string label = body.body->proto().name();
+        if (label.empty())
+          label = (g.node(n).name().empty() ? g.describe(n) : g.node(n).name()) + "." +
+                  std::string(body.attribute);
+        graphs.push_back({body.body, unique_key(labels, prefix + label) + "/"});
+      }
+    for (fusekit::value_id v = 0; v < g.value_count(); ++v) {
+      if (g.is_outer_scope(v)) continue;  // listed with the graph that defines it
+      const std::string name = unique_key(keys, prefix + std::string(g.name(v)));
+      const std::string_view type = fusekit::dtype_name(g.type(v));
+      const fusekit::content_fact& c = f.content(v);
+      if (!a.json) {
+        std::cout << name << ": " << type << " " << f.shape_text(v);
+        if (c.known) std::cout << " = " << content_text(f, c);
+        std::cout << "\n";
+        continue;
+      }
+      nlohmann::ordered_json entry = {{"dtype", type}, {"dims", dims_json(f, v, unreadable)}};
+      if (c.known) entry["value"] = content_json(f, c, unreadable);
+      std::cout << (first ? "\n" : ",\n") << nlohmann::ordered_json(name).dump() << ": "
+                << entry.dump();
+      first = false;
+    }
+    if (!a.json)
+      for (const std::string& line : f.contradictions())
+        std::cout << prefix << "contradiction: " << line << "\n";
+  }
+  if (a.json) std::cout << "\n}\n";
+  for (const std::string& name : unreadable)
+    std::cerr << "fusekit: dim_param '" << name
+              << "' is not an identifier: sympy cannot read the dims that name it\n";
+  return 0;
+}
+
 // The Softmax nodes: where attention blocks are, fused or not.
 int inspect(const arguments& a) {
   if (a.input.empty()) throw usage_error("inspect needs IN.onnx");
   fusekit::model m = fusekit::load_model(a.input);
+  if (a.shapes) return inspect_shapes(a, m);
   std::map<std::string, int> ops, dtypes;
   std::vector<std::string> softmaxes;
   {

@@ -45,6 +45,117 @@ check "dry run prints the report" grep -q "dit-attention-merged: 2 fused" out.tx
 check "inspect exits 0" test "$(exit_code "$fusekit" inspect "$sample")" = 0
 check "inspect counts the blocks" grep -q "attention-like blocks (Softmax nodes): 2" out.txt
 
+# inspect --shapes: the facts oracle's view of every value, as text and as JSON.
+check "inspect --shapes --json exits 0" \
+  test "$(exit_code "$fusekit" inspect "$sample" --shapes --json)" = 0
+cp out.txt sample_shapes.json
+check "shapes JSON of the sample: exact entries, every value" "$python" - "$sample" <<'PY'
+import json, sys, onnx
+facts = json.load(open("sample_shapes.json"))
+assert facts["x"] == {"dtype": "float16", "dims": [2, "S", 64]}, facts["x"]
+assert facts["rope_cos"] == {"dtype": "float16", "dims": ["S", 16]}, facts["rope_cos"]
+assert facts["init_0"] == {"dtype": "int64", "dims": [4], "value": [0, 0, 4, 16]}, facts["init_0"]
+assert facts["init_6"] == {"dtype": "float32", "dims": [], "value": [100.0]}, facts["init_6"]
+assert facts["init_7"] == {"dtype": "float16", "dims": [64, 64]}, facts["init_7"]
+assert facts["MatMul_40"] == {"dtype": "float16", "dims": [2, 4, "S", "S"]}, facts["MatMul_40"]
+assert facts["Cast_41"] == {"dtype": "float32", "dims": [2, 4, "S", "S"]}, facts["Cast_41"]
+assert facts["y"] == {"dtype": "float16", "dims": [2, "S", 64]}, facts["y"]
+g = onnx.load(sys.argv[1]).graph
+names = {v.name for v in g.input} | {t.name for t in g.initializer} | \
+        {o for n in g.node for o in n.output}
+assert set(facts) == names, set(facts) ^ names
+PY
+check "inspect --shapes exits 0" test "$(exit_code "$fusekit" inspect "$sample" --shapes)" = 0
+check "inspect --shapes: one line per value" \
+  grep -qx "Transpose_33: float16 \[2, 4, 16, S\]" out.txt
+check "inspect --shapes: folded contents" grep -qx "init_0: int64 \[4\] = \[0, 0, 4, 16\]" out.txt
+check "--json without --shapes exits 2" test "$(exit_code "$fusekit" inspect "$sample" --json)" = 2
+
+# Expressions, unknown dims and ranks, non-finite reals, subgraphs, a dim_param sympy cannot read.
+"$python" - <<'PY'
+import onnx
+from onnx import TensorProto as T, helper
+then_body = helper.make_graph([helper.make_node("Neg", ["x"], ["negated"], name="neg")],
+                              "then_body", [],
+                              [helper.make_tensor_value_info("negated", T.FLOAT, None)])
+# The branches differ in rank, so the If's output has none that facts could learn.
+else_body = helper.make_graph([helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0)],
+                              "", [], [helper.make_tensor_value_info("total", T.FLOAT, None)])
+ints = lambda name, values: helper.make_node(  # noqa: E731
+    "Constant", [], [name], value=helper.make_tensor(name, T.INT64, [len(values)], values))
+nodes = [
+    helper.make_node("Concat", ["x", "x"], ["cat"], axis=1),
+    helper.make_node("Shape", ["cat"], ["cat_shape"]),
+    ints("one", [1]),
+    helper.make_node("Sub", ["cat_shape", "one"], ["less"]),
+    ints("pairs", [-1, 2]),
+    helper.make_node("Reshape", ["x", "pairs"], ["flat"]),
+    helper.make_node("Split", ["x"], ["half0", "half1"], axis=1),
+    # An op of a domain facts cannot know.
+    helper.make_node("Mystery", ["x"], ["mystery"], domain="example.custom"),
+    helper.make_node("Relu", ["z"], ["zz"]),
+    helper.make_node("Shape", ["z"], ["z_shape"]),
+    helper.make_node("Relu", ["w"], ["ww"]),
+    helper.make_node("Constant", [], ["fill"],
+                     value=helper.make_tensor("fill", T.FLOAT, [2], [float("-inf"), 0.5])),
+    helper.make_node("If", ["c"], ["picked"], then_branch=then_body, else_branch=else_body,
+                     name="pick"),
+]
+inputs = [helper.make_tensor_value_info("x", T.FLOAT, ["batch", "seq", 8]),
+          helper.make_tensor_value_info("z", T.FLOAT, [None, 3]),
+          helper.make_tensor_value_info("w", T.FLOAT, ["seq len", 3]),
+          helper.make_tensor_value_info("c", T.BOOL, [])]
+outputs = [helper.make_tensor_value_info(n, T.FLOAT, None)
+           for n in ("flat", "half0", "half1", "zz", "ww", "picked", "mystery")] + \
+          [helper.make_tensor_value_info(n, T.INT64, None) for n in ("less", "z_shape")]
+m = helper.make_model(helper.make_graph(nodes, "g", inputs, outputs),
+                      opset_imports=[helper.make_opsetid("", 17),
+                                     helper.make_opsetid("example.custom", 1)])
+m.ir_version = 8
+onnx.save(m, "facts.onnx")
+PY
+check "shapes JSON of a small model exits 0" \
+  test "$(exit_code "$fusekit" inspect facts.onnx --shapes --json)" = 0
+check "shapes JSON: a dim_param sympy cannot read is named on stderr" \
+  test "$(cat err.txt)" = \
+  "fusekit: dim_param 'seq len' is not an identifier: sympy cannot read the dims that name it"
+check "shapes JSON of a small model: exact, and sympy reads every expression" "$python" - <<'PY'
+import json, sympy
+facts = json.load(open("out.txt"))
+expected = {
+    "x": {"dtype": "float32", "dims": ["batch", "seq", 8]},
+    "z": {"dtype": "float32", "dims": [None, 3]},  # a dim no dim_param names
+    "w": {"dtype": "float32", "dims": ["seq len", 3]},
+    "c": {"dtype": "bool", "dims": []},
+    "cat": {"dtype": "float32", "dims": ["batch", "2*seq", 8]},
+    "cat_shape": {"dtype": "int64", "dims": [3], "value": ["batch", "2*seq", 8]},
+    "one": {"dtype": "int64", "dims": [1], "value": [1]},
+    "less": {"dtype": "int64", "dims": [3], "value": ["-1 + batch", "-1 + 2*seq", 7]},
+    "pairs": {"dtype": "int64", "dims": [2], "value": [-1, 2]},
+    "flat": {"dtype": "float32", "dims": ["4*batch*seq", 2]},
+    "half0": {"dtype": "float32", "dims": ["batch", "seq/2", 8]},
+    "half1": {"dtype": "float32", "dims": ["batch", "seq/2", 8]},
+    "mystery": {"dtype": "float32", "dims": None},  # rank unknown
+    "zz": {"dtype": "float32", "dims": [None, 3]},
+    "z_shape": {"dtype": "int64", "dims": [2], "value": [None, 3]},
+    "ww": {"dtype": "float32", "dims": ["seq len", 3]},
+    "fill": {"dtype": "float32", "dims": [2], "value": ["-inf", 0.5]},
+    "picked": {"dtype": "float32", "dims": None},
+    "then_body/negated": {"dtype": "float32", "dims": ["batch", "seq", 8]},
+    "pick.else_branch/total": {"dtype": "float32", "dims": []},
+}
+assert facts == expected, {k: (facts.get(k), expected.get(k))
+                           for k in facts.keys() | expected.keys()
+                           if facts.get(k) != expected.get(k)}
+names = {n: sympy.Symbol(n) for n in ("batch", "seq")}
+assert sympy.parse_expr("-1 + 2*seq", local_dict=names) == 2 * names["seq"] - 1
+assert sympy.parse_expr("seq/2", local_dict=names) == names["seq"] / 2
+for entry in facts.values():
+    for d in (entry["dims"] or []) + entry.get("value", []):
+        if isinstance(d, str) and d not in ("seq len", "-inf"):
+            assert sympy.parse_expr(d, local_dict=names).free_symbols <= set(names.values()), d
+PY
+
 # A near miss: the first Softmax normalises over axis 1.
 "$python" - "$sample" <<'PY'
 import sys, onnx

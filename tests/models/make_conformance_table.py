@@ -1,6 +1,7 @@
 """Writes tests/models/CONFORMANCE.md: fixture × target → attention blocks, blocks fused by the
 fusekit CLI, the near-miss reasons for the rest; beside it what the peers made of the same files
-(tests/models/peers.json, written by peers.py).
+(tests/models/peers.json, written by peers.py); and, per fixture, the shape facts the CLI infers
+against ONNX Runtime's symbolic shape inference (tests/python/facts_vs_ssi.py).
 
     python tests/models/make_conformance_table.py FUSEKIT_CLI
 
@@ -17,6 +18,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 
 import conformance  # noqa: E402
+import facts_vs_ssi  # noqa: E402
 
 PEERS = HERE / "peers.json"
 PEER_NAMES = {"ort_optimizer": "ORT optimizer", "onnxscript": "onnxscript", "onnxsim": "onnxsim"}
@@ -110,6 +112,23 @@ def main() -> int:
         out.append("Every block fused.")
     for reason, where in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         out.append(f"- {reason}  \n  in: " + ", ".join(f"`{w}`" for w in sorted(where)))
+    facts = [facts_vs_ssi.compare(cli, conformance.MODELS / f["file"])
+             for f in conformance.fixtures()]
+    out += [
+        "",
+        "## Shape facts against ONNX Runtime's symbolic shape inference",
+        "",
+        "Dims of every value ONNX Runtime's symbolic shape inference (SSI, `auto_merge`) writes a "
+        "shape for, against `fusekit inspect --shapes --json`, both on the file without its "
+        "declared value_info and output shapes: SSI-only, dims SSI knows (an integer, or an "
+        "expression over the graph inputs' dim_params) and fusekit's facts do not; fusekit-only, "
+        "the reverse; disagreements, dims both know that differ. Where SSI fails, the values it "
+        "inferred before failing are compared. `tests/python/test_facts_vs_ssi.py` requires "
+        "SSI-only and disagreements to be 0; `python tests/python/facts_vs_ssi.py FUSEKIT_CLI "
+        "MODEL.onnx` lists them.",
+        "",
+        *facts_vs_ssi.table(facts),
+    ]
     if manifest.get("not_exported"):
         out += ["", "## Exports left out", ""]
         out += [f"- `{name}`: {why}" for name, why in sorted(manifest["not_exported"].items())]

@@ -95,6 +95,11 @@ constexpr bool is_float(dtype t) {
   return t == dtype::float32 || t == dtype::float16 || t == dtype::float64 || t == dtype::bfloat16;
 }
 
+constexpr bool is_integer(dtype t) {
+  return t == dtype::int64 || t == dtype::int32 || t == dtype::int16 || t == dtype::int8 ||
+         t == dtype::uint64 || t == dtype::uint32 || t == dtype::uint16 || t == dtype::uint8;
+}
+
 // Bytes per element in raw_data; 0 for types that are not byte-addressable (string, 4-bit).
 constexpr std::size_t dtype_size(dtype t) {
   switch (t) {

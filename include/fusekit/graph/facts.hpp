@@ -25,26 +25,12 @@
 #include <vector>
 
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/schema_inference.hpp"
+#include "fusekit/graph/shape_fact.hpp"
 #include "fusekit/graph/sym.hpp"
 #include "fusekit/graph/tensor.hpp"
 
 namespace fusekit {
-
-struct shape_fact {
-  bool known = false;  // false: not even the rank is known
-  std::vector<sym> dims;
-  std::size_t rank() const { return dims.size(); }
-};
-
-// The elements of a small tensor, row-major: integer and boolean tensors as dims (symbolic where
-// they came from a Shape), float tensors as numbers (rounded as the dtype rounds them).
-struct content_fact {
-  bool known = false;
-  bool real = false;
-  std::vector<sym> ints;
-  std::vector<double> reals;
-  std::size_t size() const { return real ? reals.size() : ints.size(); }
-};
 
 class facts {
  public:
@@ -62,11 +48,17 @@ class facts {
     shapes_.resize(g.value_count());
     content_at_.assign(g.value_count(), none);
     for (value_id v = 0; v < g.value_count(); ++v)
-      if (g.producer(v) == no_id) seed(v);
+      if (g.producer(v) == no_id) {
+        seed(v);
+        hold_elements(v);
+      }
     for (node_id n : g.topological_order()) {
       infer(n);
       for (value_id out : g.outputs(n))
-        if (out != no_id) reconcile(out);
+        if (out != no_id) {
+          reconcile(out);
+          hold_elements(out);
+        }
     }
   }
 
@@ -121,10 +113,56 @@ class facts {
   // Declarations that contradict what the ops imply, one line each.
   std::span<const std::string> contradictions() const { return contradictions_; }
 
+  // Whether s is a number or an expression of dims the model names (no dim nothing names).
+  bool is_named(const sym& s) const {
+    if (!s.known()) return false;
+    if (s.constant()) return true;
+    if (const auto a = s.lone_atom()) return atoms_->born[*a].where == nullptr;
+    for (const sym::term& t : s.terms())
+      for (const sym::factor& x : t.factors)
+        if (atoms_->born[x.atom].where != nullptr) return false;
+    return true;
+  }
+
+  // Where the proof of v's shape broke: the first node on the path back from v whose output the
+  // oracle could not know, and why. Empty when the rank is known.
+  std::string why_unknown(value_id v) const {
+    if (shape(v).known) return {};
+    return "'" + std::string(g_.name(v)) + "' has unknown rank: " + why_shape(v, max_steps);
+  }
+  // Where the proof of dim i of v broke; empty when the dim is a number or named.
+  std::string why_unknown(value_id v, int i) const {
+    if (!shape(v).known) return why_unknown(v);
+    const sym* d = dim_of(v, i);
+    if (d == nullptr || is_named(*d)) return {};
+    std::string out = "dim " + std::to_string(i) + " of '" + std::string(g_.name(v)) + "' is ";
+    // A dim nothing names was born where an op could not follow it.
+    const auto a = d->lone_atom();
+    if (!a) return out + text(*d) + ", which holds a dim nothing names";
+    const birth& b = atoms_->born[*a];
+    out += "unknown: ";
+    if (b.where != &g_) return out + atoms_->names[*a];
+    if (b.value != v)
+      out += "it is dim " + std::to_string(b.dim) + " of '" + std::string(g_.name(b.value)) + "': ";
+    return out + why_dim(b.value, b.dim, max_steps);
+  }
+
  private:
+  // How far back an explanation walks before it stops with "…".
+  static constexpr int max_steps = 6;
+
+  // Where an atom comes from: a dim the model names (where null), or dim `dim` of `value` in
+  // `where`, which an op there could not follow.
+  struct birth {
+    const graph* where = nullptr;
+    value_id value = no_id;
+    std::uint32_t dim = 0;
+  };
   struct atom_table {
     std::vector<std::string> names;
+    std::vector<birth> born;
     std::unordered_map<std::string, atom_id> named;
+    std::unordered_map<atom_id, std::pair<sym, sym>> minimum_of;  // the atoms that are a min
   };
 
   const graph& g_;
@@ -143,12 +181,52 @@ class facts {
   // ---- atoms
   sym named(std::string_view name) {
     auto [it, fresh] = atoms_->named.try_emplace(std::string(name), atom_id(atoms_->names.size()));
-    if (fresh) atoms_->names.emplace_back(name);
+    if (fresh) {
+      atoms_->names.emplace_back(name);
+      atoms_->born.emplace_back();
+    }
     return sym::atom(it->second);
   }
+  // min(a, b) of two dims, both named or numbers: an atom named for the expression, so that the
+  // same min wherever it arises is one dim, with its operands kept for broadcasting.
+  sym minimum(const sym& a, const sym& b) {
+    if (const auto x = a.constant(), y = b.constant(); x && y)
+      return sym::constant(std::min(*x, *y));
+    // Named for the expression as sympy reads it: operands without products or powers.
+    if (!is_named(a) || !is_named(b)) return {};
+    for (const sym* x : {&a, &b})
+      for (const sym::term& t : x->terms())
+        if (t.factors.size() > 1 || (t.factors.size() == 1 && t.factors[0].power != 1)) return {};
+    const std::string ta = text(a), tb = text(b);
+    const sym m = named("Min(" + std::min(ta, tb) + ", " + std::max(ta, tb) + ")");
+    atoms_->minimum_of.try_emplace(*m.lone_atom(), a, b);
+    return m;
+  }
+  bool is_minimum_with(const sym& m, const sym& x) const {
+    const auto a = m.lone_atom();
+    if (!a) return false;
+    const auto it = atoms_->minimum_of.find(*a);
+    return it != atoms_->minimum_of.end() &&
+           (equal(it->second.first, x) == truth::yes || equal(it->second.second, x) == truth::yes);
+  }
+  // Atoms are sizes: a polynomial with no negative coefficient is at least 0.
+  static bool is_negative_constant(const sym& s) {
+    const auto k = s.constant();
+    return k && *k < 0;
+  }
+  static bool is_non_negative(const sym& s) {
+    if (!s.known()) return false;
+    if (const auto k = s.constant()) return *k >= 0;
+    if (s.lone_atom()) return true;
+    for (const sym::term& t : s.terms())
+      if (t.coefficient < 0) return false;
+    return true;
+  }
+
   // A dim nothing names: equal to itself, and proven equal to nothing else.
   sym fresh(value_id v, std::size_t i) {
     atoms_->names.push_back("dim " + std::to_string(i) + " of '" + std::string(g_.name(v)) + "'");
+    atoms_->born.push_back({&g_, v, std::uint32_t(i)});
     return sym::atom(atom_id(atoms_->names.size() - 1));
   }
   shape_fact unknown_dims(value_id v, std::size_t rank) {
@@ -174,6 +252,25 @@ class facts {
       return;
     }
     shapes_[v] = declared(v);
+  }
+  // A small integer vector whose length is known holds that many elements, each unknown until
+  // proven: a Concat or Gather of it still folds the elements that are known (a Reshape's target
+  // built from a run-time batch and constant head sizes).
+  void hold_elements(value_id v) {
+    if (content_at_[v] != none || !is_integer(g_.type(v))) return;
+    const shape_fact& s = shapes_[v];
+    if (!s.known || s.rank() > 1) return;
+    const auto length = s.rank() == 0 ? std::optional<std::int64_t>(1) : s.dims[0].constant();
+    if (!length || *length < 0 || std::size_t(*length) > max_elements) return;
+    set_content(v, {true, false, std::vector<sym>(std::size_t(*length)), {}});
+  }
+  // Every element is a number or a named dim.
+  bool folded(value_id v) const {
+    const content_fact& c = content(v);
+    if (!c.known) return false;
+    for (const sym& e : c.ints)
+      if (!e.known()) return false;
+    return true;
   }
   void set_content(value_id v, content_fact c) {
     if (!c.known) {
@@ -253,7 +350,99 @@ class facts {
   }
   bool is_fresh(const sym& s) const {
     const std::optional<atom_id> a = s.lone_atom();
-    return a && !atoms_->named.contains(atoms_->names[*a]);
+    return a && atoms_->born[*a].where != nullptr;
+  }
+
+  // ---- explanations: each step names a node and the input it could not know
+  // The inputs whose values decide an op's output shape.
+  static bool reads_shape_from(std::string_view op, std::size_t slot) {
+    if (op == "ConstantOfShape") return slot == 0;
+    if (op == "Range") return slot <= 2;
+    if (op == "Slice") return slot >= 1;
+    if (op == "Pad" || op == "Resize") return slot >= 1;
+    if (in(op, {"Reshape", "Expand", "Tile", "Unsqueeze", "Squeeze", "Split", "TopK", "OneHot",
+                "Upsample", "CenterCropPad"}) ||
+        op.starts_with("Reduce"))
+      return slot == 1;
+    return false;
+  }
+  std::string step(node_id n, std::size_t slot, value_id u, std::string_view what) const {
+    return g_.describe(n) + " reads input " + std::to_string(slot) + " '" +
+           std::string(g_.name(u)) + "', " + std::string(what);
+  }
+  std::string origin(value_id v, std::string_view what) const {
+    if (g_.is_outer_scope(v))
+      return "'" + std::string(g_.name(v)) + "' comes from an enclosing graph";
+    if (g_.is_graph_input(v))
+      return "graph input '" + std::string(g_.name(v)) + "' " + std::string(what);
+    return "'" + std::string(g_.name(v)) + "' has no producer";
+  }
+  std::string no_rule(node_id n) const {
+    const std::string domain(g_.domain(n));
+    if (!domain.empty() && domain != "com.microsoft")
+      return g_.describe(n) + " is of domain '" + domain + "', whose ops fusekit does not know";
+    return g_.describe(n) + " has no shape rule fusekit or ONNX (opsets to " +
+           std::to_string(schema_registry_opset()) + ") proves at opset " +
+           std::to_string(g_.opset(domain)) + " for these inputs";
+  }
+  std::string why_shape(value_id v, int steps) const {
+    if (steps == 0) return "…";
+    const node_id n = g_.producer(v);
+    if (n == no_id) return origin(v, "is declared without a shape");
+    const auto inputs = g_.inputs(n);
+    if (!inputs.empty() && inputs[0] == no_id) return g_.describe(n) + " has no input 0";
+    for (std::size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k] != no_id && !shape(inputs[k]).known)
+        return step(n, k, inputs[k], "of unknown rank: ") + why_shape(inputs[k], steps - 1);
+    for (std::size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k] != no_id && reads_shape_from(g_.op_type(n), k) && !folded(inputs[k]))
+        return step(n, k, inputs[k], "whose value is not folded: ") +
+               why_content(inputs[k], steps - 1);
+    return no_rule(n);
+  }
+  std::string why_content(value_id v, int steps) const {
+    if (steps == 0) return "…";
+    if (!shape(v).known) return why_shape(v, steps);
+    const node_id n = g_.producer(v);
+    if (n == no_id) return origin(v, "is known only at run time");
+    const auto inputs = g_.inputs(n);
+    const std::string_view op = g_.op_type(n);
+    // A Shape's value is its input's dims, whatever its elements are.
+    if (op == "Shape")
+      return g_.describe(n) + " reads '" + std::string(g_.name(inputs[0])) + "', whose dims are " +
+             shape_text(inputs[0]);
+    for (std::size_t k = 0; k < inputs.size(); ++k)
+      if (inputs[k] != no_id && !folded(inputs[k]))
+        return step(n, k, inputs[k], "whose value is not folded: ") +
+               why_content(inputs[k], steps - 1);
+    return g_.describe(n) + " is not folded by fusekit (" +
+           (shape(v).known ? shape_text(v) : std::string("unknown rank")) + ")";
+  }
+  std::string why_dim(value_id v, std::uint32_t i, int steps) const {
+    if (steps == 0) return "…";
+    const node_id n = g_.producer(v);
+    if (n == no_id) return origin(v, "declares it without a number or a name");
+    const auto inputs = g_.inputs(n);
+    for (std::size_t k = 0; k < inputs.size(); ++k) {
+      if (inputs[k] == no_id || !reads_shape_from(g_.op_type(n), k)) continue;
+      const content_fact& c = content(inputs[k]);
+      if (!c.known)
+        return step(n, k, inputs[k], "whose value is not folded: ") +
+               why_content(inputs[k], steps - 1);
+      if (!c.real && i < c.ints.size() && !is_named(c.ints[i]))
+        return step(n, k, inputs[k],
+                    "whose element " + std::to_string(i) + " is " +
+                        (c.ints[i].known() ? text(c.ints[i]) : "not folded") + ": ") +
+               why_content(inputs[k], steps - 1);
+    }
+    return g_.describe(n) + " cannot prove dim " + std::to_string(i) + " of its output " +
+           shape_text(v) + " from its inputs " + inputs_text(n);
+  }
+  std::string inputs_text(node_id n) const {
+    std::string out;
+    for (value_id u : g_.inputs(n))
+      if (u != no_id) out += (out.empty() ? "" : ", ") + shape_text(u);
+    return out;
   }
 
   // ---- inference per op
@@ -311,6 +500,10 @@ class facts {
     if (a.is_constant(1)) return b;
     if (b.is_constant(1)) return a;
     if (equal(a, b) == truth::yes) return a;
+    // min(x, y) against x: equal when x ≤ y; else the min is y ≠ x and must be 1 for the model
+    // to run. Either way the output has x.
+    if (is_minimum_with(a, b)) return b;
+    if (is_minimum_with(b, a)) return a;
     return fresh(out, i);
   }
   shape_fact broadcast(std::span<const shape_fact* const> shapes, value_id out) {
@@ -329,6 +522,36 @@ class facts {
   }
 
   void infer(node_id n) {
+    infer_own(n);
+    for (value_id v : g_.outputs(n))
+      if (v != no_id && !shapes_[v].known) return infer_by_schema(n);
+  }
+
+  // ONNX's own rule, for the outputs fusekit's rules left unknown.
+  void infer_by_schema(node_id n) {
+    if (!g_.domain(n).empty()) return;
+    std::vector<schema_input> inputs;
+    inputs.reserve(g_.inputs(n).size());
+    for (value_id v : g_.inputs(n)) {
+      if (v == no_id) {
+        inputs.emplace_back();
+        continue;
+      }
+      inputs.push_back({true, g_.type(v), &shape(v), &content(v), g_.constant_tensor(v)});
+    }
+    const auto result = schema_shapes(g_.node(n), g_.opset(""), inputs);
+    if (!result) return;
+    for (std::size_t k = 0; k < result->size() && k < g_.outputs(n).size(); ++k) {
+      const value_id v = g_.output(n, k);
+      if (v == no_id || shapes_[v].known || !(*result)[k]) continue;
+      shape_fact s{true, std::move(*(*result)[k])};
+      for (std::size_t i = 0; i < s.rank(); ++i)
+        if (!s.dims[i].known()) s.dims[i] = fresh(v, i);
+      shapes_[v] = std::move(s);
+    }
+  }
+
+  void infer_own(node_id n) {
     if (!g_.domain(n).empty() && g_.domain(n) != "com.microsoft") return;
     const std::string_view op = g_.op_type(n);
     const value_id out = g_.output(n, 0);
@@ -419,6 +642,7 @@ class facts {
     if (op == "Tile") return infer_tile(n);
     if (op == "Flatten") return infer_flatten(n);
     if (op == "CumSum") return set(n, 0, in_shape(n, 0));
+    if (op == "Pad") return infer_pad(n);
   }
 
   void infer_unary(node_id n, std::string_view op) {
@@ -577,7 +801,11 @@ class facts {
           r.ints.push_back(sym::unknown());
         }
       } else if (op == "Equal") {
-        const truth t = equal(x, y);
+        truth t = equal(x, y);
+        // A dim is never negative: torch's expand writes Where(Equal(shape, -1), 1, shape).
+        if (t == truth::unknown && ((is_negative_constant(x) && is_non_negative(y)) ||
+                                    (is_negative_constant(y) && is_non_negative(x))))
+          t = truth::no;
         r.ints.push_back(t == truth::unknown ? sym::unknown() : sym::constant(t == truth::yes));
       } else {
         return {};
@@ -624,7 +852,59 @@ class facts {
       if (p < 0 || p >= std::int64_t(x.rank())) return;
       s.dims.push_back(x.dims[std::size_t(p)]);
     }
-    set(n, 0, std::move(s));
+    // A small folded tensor permutes too (TorchScript reverses pad pairs with a Transpose).
+    content_fact c;
+    const content_fact& data = in_content(n, 0);
+    const auto sizes = static_dims(x);
+    if (data.known && sizes) {
+      const std::vector<std::size_t> in_strides = strides(*sizes);
+      std::vector<std::size_t> out_sizes;
+      for (std::int64_t p : perm) out_sizes.push_back((*sizes)[std::size_t(p)]);
+      c = {true, data.real, {}, {}};
+      for_each_index(out_sizes, [&](const std::vector<std::size_t>& at) {
+        std::size_t from = 0;
+        for (std::size_t i = 0; i < at.size(); ++i)
+          from += at[i] * in_strides[std::size_t(perm[i])];
+        copy_element(data, from, c);
+      });
+    }
+    set(n, 0, std::move(s), std::move(c));
+  }
+
+  // The dims of x when every one is a number.
+  static std::optional<std::vector<std::size_t>> static_dims(const shape_fact& x) {
+    if (!x.known) return std::nullopt;
+    std::vector<std::size_t> out;
+    for (const sym& d : x.dims) {
+      const auto k = d.constant();
+      if (!k || *k < 0) return std::nullopt;
+      out.push_back(std::size_t(*k));
+    }
+    return out;
+  }
+  static std::vector<std::size_t> strides(const std::vector<std::size_t>& sizes) {
+    std::vector<std::size_t> out(sizes.size(), 1);
+    for (std::size_t i = sizes.size(); i-- > 1;) out[i - 1] = out[i] * sizes[i];
+    return out;
+  }
+  // Calls f with every index of a tensor of these sizes, row-major.
+  template <class F>
+  static void for_each_index(const std::vector<std::size_t>& sizes, F f) {
+    for (std::size_t d : sizes)
+      if (d == 0) return;
+    std::vector<std::size_t> at(sizes.size(), 0);
+    while (true) {
+      f(at);
+      std::size_t i = sizes.size();
+      while (i > 0 && ++at[i - 1] == sizes[i - 1]) at[--i] = 0;
+      if (i == 0) return;
+    }
+  }
+  static void copy_element(const content_fact& from, std::size_t i, content_fact& to) {
+    if (from.real)
+      to.reals.push_back(from.reals[i]);
+    else
+      to.ints.push_back(from.ints[i]);
   }
 
   static sym product(std::span<const sym> dims) {
@@ -710,52 +990,116 @@ class facts {
     return std::pair{b, len};
   }
 
+  // Starts and ends from an input (opset 10 on: elements may be symbolic or unknown) or from
+  // the attribute (opset 1).
+  std::optional<std::vector<sym>> bounds_of(node_id n, std::size_t slot,
+                                            std::string_view attribute) const {
+    if (const value_id v = g_.input(n, slot); v != no_id) {
+      const content_fact& c = in_content(n, slot);
+      if (!c.known || c.real) return std::nullopt;
+      std::vector<sym> out = c.ints;
+      // The lowest int64 (the dynamo exporter's "from the start" of a negative-step-free slice)
+      // is no dim; for a bound any value below -size means the same, so it is read one above.
+      if (const onnx::TensorProto* t = g_.constant_tensor(v)) try {
+          const tensor_values values(*t, g_.directory());
+          for (std::size_t i = 0; i < out.size() && std::int64_t(i) < values.size(); ++i)
+            if (!out[i].known() &&
+                values.as_int64(std::int64_t(i)) == std::numeric_limits<std::int64_t>::min())
+              out[i] = sym::constant(std::numeric_limits<std::int64_t>::min() + 1);
+        } catch (const error&) {
+        }
+      return out;
+    }
+    if (auto a = g_.attribute_ints(n, attribute)) {
+      std::vector<sym> out;
+      for (std::int64_t k : *a) out.push_back(sym::constant(k));
+      return out;
+    }
+    return std::nullopt;
+  }
+
+  // The length of x[start:end] (step 1) along a dim of size d when a bound is symbolic: the whole
+  // dim when the end is proven to reach it, min(end, d) from the start, unknown otherwise.
+  sym symbolic_slice_length(const sym& d, const sym& start, const sym& end) {
+    if (!start.is_constant(0) || !end.known() || !is_non_negative(end)) return {};
+    if (equal(end, d) == truth::yes) return d;
+    if (const auto e = end.constant(); e && *e >= std::numeric_limits<std::int32_t>::max())
+      return d;
+    return minimum(end, d);
+  }
+
   void infer_slice(node_id n) {
     const shape_fact& x = in_shape(n, 0);
     if (!x.known) return;
-    const auto starts = ints_of(n, 1, "starts");
-    const auto ends = ints_of(n, 2, "ends");
+    const auto starts = bounds_of(n, 1, "starts");
+    const auto ends = bounds_of(n, 2, "ends");
     if (!starts || !ends || starts->size() != ends->size())
       return set(n, 0, opaque(n, 0, x.rank()));
     std::vector<std::int64_t> axes, steps(starts->size(), 1);
     if (auto a = ints_of(n, 3, "axes")) {
       axes = *a;
+    } else if (g_.input(n, 3) != no_id) {
+      return set(n, 0, opaque(n, 0, x.rank()));  // which axes are sliced is not known
     } else {
       for (std::size_t i = 0; i < starts->size(); ++i) axes.push_back(std::int64_t(i));
     }
+    std::vector<bool> known_step(starts->size(), true);
     if (g_.input(n, 4) != no_id) {
-      auto s = constant_ints(n, 4);
-      if (!s) return set(n, 0, opaque(n, 0, x.rank()));
-      steps = *s;
+      const content_fact& c = in_content(n, 4);
+      if (!c.known || c.real || c.size() != starts->size())
+        return set(n, 0, opaque(n, 0, x.rank()));
+      for (std::size_t k = 0; k < c.ints.size(); ++k) {
+        const auto step = c.ints[k].constant();
+        known_step[k] = step.has_value();
+        steps[k] = step.value_or(1);
+      }
     }
     if (axes.size() != starts->size() || steps.size() != starts->size()) return;
     shape_fact s = x;
     const content_fact& data = in_content(n, 0);
     content_fact c;
+    // Where each output axis starts in the input, and its step.
+    std::vector<std::int64_t> first(x.rank(), 0), stride(x.rank(), 1);
     for (std::size_t k = 0; k < axes.size(); ++k) {
       const auto axis = axis_index(axes[k], x.rank());
       if (!axis) return;
-      const std::int64_t b = (*starts)[k], e = (*ends)[k], step = steps[k];
+      const auto b = (*starts)[k].constant(), e = (*ends)[k].constant();
+      const std::int64_t step = steps[k];
+      if (!known_step[k]) {
+        s.dims[*axis] = fresh(out(n), *axis);
+        continue;
+      }
+      if (!b || !e) {
+        const sym length =
+            step == 1 ? symbolic_slice_length(x.dims[*axis], (*starts)[k], (*ends)[k]) : sym{};
+        s.dims[*axis] = length.known() ? length : fresh(out(n), *axis);
+        continue;
+      }
       const auto size = x.dims[*axis].constant();
-      const bool whole = step == 1 && b == 0 && e >= std::numeric_limits<std::int32_t>::max();
+      const bool whole = step == 1 && *b == 0 && *e >= std::numeric_limits<std::int32_t>::max();
       if (whole) continue;
       if (!size) {
         s.dims[*axis] = fresh(out(n), *axis);
         continue;
       }
-      const auto range = slice_range(*size, b, e, step);
+      const auto range = slice_range(*size, *b, *e, step);
       if (!range) return;
       s.dims[*axis] = sym::constant(range->second);
-      // A Slice of a folded vector (Shape → Slice) folds too.
-      if (x.rank() == 1 && data.known && std::int64_t(data.size()) == *size) {
-        c = {true, data.real, {}, {}};
-        for (std::int64_t i = 0, at = range->first; i < range->second; ++i, at += step) {
-          if (data.real)
-            c.reals.push_back(data.reals[std::size_t(at)]);
-          else
-            c.ints.push_back(data.ints[std::size_t(at)]);
-        }
-      }
+      first[*axis] = range->first;
+      stride[*axis] = step;
+    }
+    // A Slice of a small folded tensor (Shape → Slice, a reversed pad table) folds too.
+    const auto in_sizes = static_dims(x);
+    const auto out_sizes = static_dims(s);
+    if (data.known && in_sizes && out_sizes) {
+      const std::vector<std::size_t> in_strides = strides(*in_sizes);
+      c = {true, data.real, {}, {}};
+      for_each_index(*out_sizes, [&](const std::vector<std::size_t>& at) {
+        std::int64_t from = 0;
+        for (std::size_t i = 0; i < at.size(); ++i)
+          from += (first[i] + std::int64_t(at[i]) * stride[i]) * std::int64_t(in_strides[i]);
+        copy_element(data, std::size_t(from), c);
+      });
     }
     set(n, 0, std::move(s), std::move(c));
   }
@@ -942,6 +1286,31 @@ class facts {
         s.dims.push_back(x.dims[i]);
       else if (keep)
         s.dims.push_back(sym::constant(1));
+    }
+    set(n, 0, std::move(s));
+  }
+
+  // Pad: each padded axis grows by its two pads (negative pads crop). Pads from the attribute
+  // (before opset 11) or the input; the axes they apply to from input 3 (opset 18), else all.
+  void infer_pad(node_id n) {
+    const shape_fact& x = in_shape(n, 0);
+    if (!x.known) return;
+    const auto pads = g_.input(n, 1) != no_id ? bounds_of(n, 1, "") : bounds_of(n, 1, "pads");
+    std::vector<std::int64_t> axes;
+    if (g_.input(n, 3) != no_id) {
+      const auto a = constant_ints(n, 3);
+      if (!a) return set(n, 0, opaque(n, 0, x.rank()));
+      axes = *a;
+    } else {
+      for (std::size_t i = 0; i < x.rank(); ++i) axes.push_back(std::int64_t(i));
+    }
+    if (!pads || pads->size() != 2 * axes.size()) return set(n, 0, opaque(n, 0, x.rank()));
+    shape_fact s = x;
+    for (std::size_t k = 0; k < axes.size(); ++k) {
+      const auto axis = axis_index(axes[k], x.rank());
+      if (!axis) return;
+      const sym d = x.dims[*axis] + (*pads)[k] + (*pads)[k + axes.size()];
+      s.dims[*axis] = d.known() ? d : fresh(out(n), *axis);
     }
     set(n, 0, std::move(s));
   }

@@ -100,17 +100,32 @@ inline verdict admits_dtype(dtype t, target to) {
                                ": its softmax would run in a narrower type than the model's");
 }
 
+// "; <where the proof broke>" for the first of these values whose rank is unknown, or "".
+inline std::string broken_at(const facts& f, std::initializer_list<value_id> values) {
+  for (value_id v : values)
+    if (std::string why = f.why_unknown(v); !why.empty()) return "; " + why;
+  return {};
+}
+// The same for the first of these dims that is neither a number nor named.
+inline std::string broken_at(const facts& f, std::initializer_list<std::pair<value_id, int>> dims) {
+  for (const auto& [v, i] : dims)
+    if (std::string why = f.why_unknown(v, i); !why.empty()) return "; " + why;
+  return {};
+}
+
 inline verdict admits_shapes(const facts& f, const attention_call& c, target to) {
   const value_id q = c.q, kt = c.kt, v = c.v;
   if (f.rank(q) != 4u || f.rank(kt) != 4u || f.rank(v) != 4u)
     return verdict::no("q, kᵀ and v are not proven 4-D [batch, heads, sequence, head size]: q " +
-                       f.shape_text(q) + ", kᵀ " + f.shape_text(kt) + ", v " + f.shape_text(v));
+                       f.shape_text(q) + ", kᵀ " + f.shape_text(kt) + ", v " + f.shape_text(v) +
+                       broken_at(f, {q, kt, v}));
   // The MatMuls broadcast batch and heads; the fused ops take them equal, so equal is proven.
   for (const auto& [other, label] : {std::pair{kt, "kᵀ"}, std::pair{v, "v"}})
     if (f.same_dim(q, 0, other, 0) != truth::yes)
       return verdict::no(std::string("the batch of q and ") + label + " is not proven equal (" +
                          f.shape_text(q) + " against " + f.shape_text(other) +
-                         "): the MatMul broadcasts, the fused op does not");
+                         "): the MatMul broadcasts, the fused op does not" +
+                         broken_at(f, {{q, 0}, {other, 0}}));
   const bool same_heads =
       f.same_dim(q, 1, kt, 1) == truth::yes && f.same_dim(q, 1, v, 1) == truth::yes;
   if (!same_heads) {

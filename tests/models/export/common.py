@@ -18,7 +18,7 @@ import onnx
 import onnxruntime as ort
 import torch
 
-OUT_DIR = pathlib.Path(__file__).resolve().parent.parent
+OUT_DIR = pathlib.Path(__file__).resolve().parent.parent  # export_fixtures.py --out replaces it
 SEED = 0
 
 # Tolerances of the export check (ONNX Runtime against torch on the export's own inputs). fp16
@@ -221,9 +221,11 @@ def _session(path: pathlib.Path) -> ort.InferenceSession:
 def export(module: torch.nn.Module, args: tuple, name: str, *, family: str, exporter: str,
            opset: int, dtype: str, blocks: int, input_names: list[str],
            output_names: list[str], dynamic: dict | None = None, fills: dict | None = None,
-           note: str = "") -> dict:
-    """Exports `module(*args)` to tests/models/NAME.onnx, checks it in ONNX Runtime against torch
-    and returns its manifest entry. `dynamic` maps input names to {axis: name} (both exporters)."""
+           note: str = "", recheck: tuple | None = None) -> dict:
+    """Exports `module(*args)` to OUT_DIR/NAME.onnx (tests/models unless export_fixtures.py's --out
+    says otherwise), checks it in ONNX Runtime against torch and returns its manifest entry.
+    `dynamic` maps input names to {axis: name} (both exporters); `recheck`, inputs of other sizes
+    along those axes, is checked against torch as well, so that an axis the exporter fixed shows."""
     path = OUT_DIR / f"{name}.onnx"
     module.eval()
     with torch.no_grad():
@@ -263,6 +265,13 @@ def export(module: torch.nn.Module, args: tuple, name: str, *, family: str, expo
         np.testing.assert_allclose(g.astype(np.float32), e.astype(np.float32), rtol=rtol,
                                    atol=atol, err_msg=f"{name}: output {o.name}")
         assert np.abs(e.astype(np.float32)).max() > 0, f"{name}: output {o.name} is all zeros"
+    if recheck is not None:
+        with torch.no_grad():
+            expected = [_numpy(t) for t in _flatten(module(*recheck))]
+        feed = {i.name: _numpy(a) for i, a in zip(session.get_inputs(), _flatten(recheck))}
+        for g, e, o in zip(session.run(None, feed), expected, session.get_outputs()):
+            np.testing.assert_allclose(g.astype(np.float32), e.astype(np.float32), rtol=rtol,
+                                       atol=atol, err_msg=f"{name}: output {o.name} (recheck)")
     found = attention_blocks(model)
     assert found == blocks, f"{name}: {found} attention blocks in the file, expected {blocks}"
     fills = fills or {}

@@ -1,0 +1,250 @@
+// ONNX's own type-and-shape rule of one node, run on what the facts know of its inputs.
+//
+// libonnx carries the standard's shape rule for every op of ai.onnx, per opset, with data
+// propagation for the ops that compute shapes. The facts oracle has rules of its own for the ops
+// whose dims it follows symbolically (sums, products, quotients of named dims) and folds; every
+// other op gets ONNX's rule here. What goes in: each input's element type, its dims (a constant as
+// dim_value; a symbolic dim as a dim_param token that stands for it) and, for small tensors, its
+// elements. What comes back: a dim_value is a constant; a token is the very dim it stood for (ONNX
+// copies dims, it never computes with them); anything else is unknown to the caller.
+#pragma once
+
+#include <onnx/defs/schema.h>
+#include <onnx/defs/shape_inference.h>
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <exception>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusekit/graph/dtype.hpp"
+#include "fusekit/graph/shape_fact.hpp"
+
+namespace fusekit {
+
+// One input of a node as the facts know it; `present` is false for an omitted optional input.
+struct schema_input {
+  bool present = false;
+  dtype type = dtype::undefined;
+  const shape_fact* shape = nullptr;
+  const content_fact* content = nullptr;
+  const onnx::TensorProto* constant = nullptr;  // the initializer or Constant tensor, if any
+};
+
+// Per output: the rank and dims ONNX's rule proves (unknown dims as sym::unknown()), or nullopt
+// when not even the rank is known.
+using schema_outputs = std::vector<std::optional<std::vector<sym>>>;
+
+namespace detail {
+
+// Ops whose shape rule changed at the opset named in a way the rule of an older opset gets wrong
+// (axes moved from an attribute to an input, a new attribute that changes the output's dims). A
+// libonnx that stops before that opset must not answer for a model past it.
+struct shape_rule_change {
+  std::string_view op;
+  int opset;
+};
+inline constexpr shape_rule_change shape_rule_changes[] = {
+    {"ReduceL1", 18},        {"ReduceL2", 18},    {"ReduceLogSum", 18}, {"ReduceLogSumExp", 18},
+    {"ReduceMax", 18},       {"ReduceMean", 18},  {"ReduceMin", 18},    {"ReduceProd", 18},
+    {"ReduceSumSquare", 18}, {"Split", 18},       {"Pad", 18},          {"Resize", 18},
+    {"LpPool", 18},          {"AveragePool", 19}, {"DFT", 20},          {"GridSample", 20},
+};
+
+class schema_context final : public onnx::InferenceContext {
+ public:
+  schema_context(const onnx::NodeProto& node, std::span<const schema_input> inputs,
+                 std::size_t outputs)
+      : node_(node),
+        inputs_(inputs),
+        types_(inputs.size()),
+        data_(inputs.size(), nullptr),
+        owned_data_(inputs.size()),
+        symbolic_(inputs.size()),
+        has_symbolic_(inputs.size(), false),
+        outputs_(outputs) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) describe(i);
+  }
+
+  const onnx::AttributeProto* getAttribute(const std::string& name) const override {
+    for (const auto& a : node_.attribute())
+      if (a.name() == name) return &a;
+    return nullptr;
+  }
+  size_t getNumInputs() const override { return inputs_.size(); }
+  const onnx::TypeProto* getInputType(size_t i) const override {
+    return i < inputs_.size() && inputs_[i].present ? &types_[i] : nullptr;
+  }
+  const onnx::TensorProto* getInputData(size_t i) const override {
+    return i < data_.size() ? data_[i] : nullptr;
+  }
+  size_t getNumOutputs() const override { return outputs_.size(); }
+  onnx::TypeProto* getOutputType(size_t i) override {
+    return i < outputs_.size() ? &outputs_[i] : nullptr;
+  }
+  onnx::GraphInferencer* getGraphAttributeInferencer(const std::string&) override {
+    return nullptr;
+  }
+  const onnx::SparseTensorProto* getInputSparseData(size_t) const override { return nullptr; }
+  const onnx::TensorShapeProto* getSymbolicInput(size_t i) const override {
+    return i < symbolic_.size() && has_symbolic_[i] ? &symbolic_[i] : nullptr;
+  }
+
+  schema_outputs results() const {
+    schema_outputs out(outputs_.size());
+    for (std::size_t k = 0; k < outputs_.size(); ++k) {
+      const onnx::TypeProto& t = outputs_[k];
+      if (!t.has_tensor_type() || !t.tensor_type().has_shape()) continue;
+      std::vector<sym> dims;
+      for (const auto& d : t.tensor_type().shape().dim()) dims.push_back(read(d));
+      out[k] = std::move(dims);
+    }
+    return out;
+  }
+
+ private:
+  const onnx::NodeProto& node_;
+  std::span<const schema_input> inputs_;
+  std::vector<onnx::TypeProto> types_;
+  std::vector<const onnx::TensorProto*> data_;
+  std::vector<onnx::TensorProto> owned_data_;
+  std::vector<onnx::TensorShapeProto> symbolic_;
+  std::vector<bool> has_symbolic_;
+  std::vector<onnx::TypeProto> outputs_;
+  std::vector<sym> symbols_;  // token i stands for symbols_[i]
+
+  static constexpr std::string_view token_prefix = "\x01fusekit:";
+
+  std::string token(const sym& s) {
+    std::size_t i = 0;
+    while (i < symbols_.size() && !(symbols_[i] == s)) ++i;
+    if (i == symbols_.size()) symbols_.push_back(s);
+    return std::string(token_prefix) + std::to_string(i);
+  }
+  void write(const sym& s, onnx::TensorShapeProto_Dimension& d) {
+    if (const auto k = s.constant(); k && *k >= 0)
+      d.set_dim_value(*k);
+    else if (s.known())
+      d.set_dim_param(token(s));
+  }
+  sym read(const onnx::TensorShapeProto_Dimension& d) const {
+    if (d.has_dim_value()) return d.dim_value() >= 0 ? sym::constant(d.dim_value()) : sym{};
+    if (d.has_dim_param() && d.dim_param().starts_with(token_prefix)) {
+      const std::size_t i = std::stoul(d.dim_param().substr(token_prefix.size()));
+      if (i < symbols_.size()) return symbols_[i];
+    }
+    return sym::unknown();
+  }
+
+  void describe(std::size_t i) {
+    const schema_input& in = inputs_[i];
+    if (!in.present) return;
+    auto* tensor = types_[i].mutable_tensor_type();
+    // A type nothing states is given as float: the shape rules read dims, not element types, and
+    // an op that checks the type fails here and leaves the output unknown.
+    tensor->set_elem_type(in.type == dtype::undefined ? onnx::TensorProto::FLOAT
+                                                      : static_cast<int>(in.type));
+    if (in.shape != nullptr && in.shape->known) {
+      auto* shape = tensor->mutable_shape();
+      for (const sym& s : in.shape->dims) write(s, *shape->add_dim());
+    }
+    if (in.constant != nullptr && in.constant->data_location() != onnx::TensorProto::EXTERNAL) {
+      data_[i] = in.constant;
+      return;
+    }
+    if (in.content == nullptr || !in.content->known || in.shape == nullptr || !in.shape->known)
+      return;
+    const content_fact& c = *in.content;
+    if (!c.real && in.shape->rank() <= 1) {
+      // Data propagation's view of an integer vector: symbolic entries as tokens.
+      for (const sym& s : c.ints) write(s, *symbolic_[i].add_dim());
+      has_symbolic_[i] = true;
+    }
+    materialise(i);
+  }
+
+  // Folded content whose every element is a number, as the TensorProto the rule may parse.
+  void materialise(std::size_t i) {
+    const schema_input& in = inputs_[i];
+    const content_fact& c = *in.content;
+    onnx::TensorProto& t = owned_data_[i];
+    for (const sym& d : in.shape->dims) {
+      const auto k = d.constant();
+      if (!k) return;
+      t.add_dims(*k);
+    }
+    t.set_data_type(static_cast<int>(in.type));
+    switch (in.type) {
+      case dtype::int64:
+        for (const sym& e : c.ints) {
+          const auto k = e.constant();
+          if (!k) return;
+          t.add_int64_data(*k);
+        }
+        break;
+      case dtype::int32:
+      case dtype::int16:
+      case dtype::int8:
+      case dtype::uint8:
+      case dtype::uint16:
+      case dtype::boolean:
+        for (const sym& e : c.ints) {
+          const auto k = e.constant();
+          if (!k) return;
+          t.add_int32_data(std::int32_t(*k));
+        }
+        break;
+      case dtype::float32:
+        if (!c.real) return;
+        for (double e : c.reals) t.add_float_data(float(e));
+        break;
+      case dtype::float64:
+        if (!c.real) return;
+        for (double e : c.reals) t.add_double_data(e);
+        break;
+      default:
+        return;
+    }
+    data_[i] = &t;
+  }
+};
+
+}  // namespace detail
+
+// The highest opset of ai.onnx whose rules the linked libonnx knows.
+inline int schema_registry_opset() {
+  const auto& map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
+  const auto it = map.find(onnx::ONNX_DOMAIN);
+  return it == map.end() ? 0 : it->second.second;
+}
+
+// ONNX's rule for `node` at `opset` of ai.onnx, or nullopt when libonnx has none it can vouch for
+// (unknown op, a subgraph-carrying op, a rule that changed after the registry's last opset) or the
+// rule refused the inputs.
+inline std::optional<schema_outputs> schema_shapes(const onnx::NodeProto& node, std::int64_t opset,
+                                                   std::span<const schema_input> inputs) {
+  if (!node.domain().empty() && node.domain() != "ai.onnx") return std::nullopt;
+  for (const auto& a : node.attribute())
+    if (a.has_g() || a.graphs_size() > 0) return std::nullopt;
+  const int known = schema_registry_opset();
+  if (opset > known)
+    for (const auto& change : detail::shape_rule_changes)
+      if (change.op == node.op_type() && change.opset > known && change.opset <= opset)
+        return std::nullopt;
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), int(opset), onnx::ONNX_DOMAIN);
+  if (schema == nullptr || !schema->has_type_and_shape_inference_function()) return std::nullopt;
+  detail::schema_context ctx(node, inputs, std::size_t(node.output_size()));
+  try {
+    schema->GetTypeAndShapeInferenceFunction()(ctx);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  return ctx.results();
+}
+
+}  // namespace fusekit

@@ -1,0 +1,185 @@
+"""Encoder fixtures of the held-out set: BERT, ViT, CLIP text, the BART encoder, the Whisper
+encoder and the T5 encoder from transformers, tiny random configs built from their config classes
+(no hub downloads).
+
+Each is exported by the TorchScript exporter (opset 17) and the dynamo exporter (opset 18), fp32,
+with the model's own attention implementation ("sdpa" where it has one). Text encoders take
+input_ids and attention_mask (a padding mask: the export inputs leave the first row's last tokens
+padded) with dynamic batch and sequence; ViT takes pixel_values and Whisper input_features, dynamic
+in batch only (the image size and the mel length are fixed by the position embeddings).
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+import transformers
+
+import common
+
+BATCH = 2
+SEQ = 8          # tokens of the export inputs
+RECHECK = (3, 5)  # batch, tokens of the second check: a fixed axis shows there
+VOCAB = 64
+LAYERS = 2
+HIDDEN = 32      # 4 heads of 8
+HEADS = 4
+FFN = 64
+# Weights drawn wider than the libraries' 0.02, as the decoder fixtures do: the attention scores
+# then spread over a few units, and a wrong scale or mask shows in the outputs.
+INIT_STD = 0.2
+
+EXPORTERS = {"ts17": ("torchscript", 17), "dynamo18": ("dynamo", 18)}
+
+
+class TextEncoder(torch.nn.Module):
+    """input_ids, attention_mask -> last_hidden_state (and the outputs `extra` names)."""
+
+    def __init__(self, model: torch.nn.Module, extra: tuple[str, ...] = ()):
+        super().__init__()
+        self.model, self.extra = model, extra
+
+    def forward(self, input_ids, attention_mask):
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, return_dict=True)
+        return (out.last_hidden_state, *(getattr(out, e) for e in self.extra))
+
+
+class FeatureEncoder(torch.nn.Module):
+    """pixel_values or input_features (keyword `name`) -> last_hidden_state."""
+
+    def __init__(self, model: torch.nn.Module, name: str):
+        super().__init__()
+        self.model, self.name = model, name
+
+    def forward(self, features):
+        return self.model(**{self.name: features}, return_dict=True).last_hidden_state
+
+
+def _text_inputs(batch: int, seq: int):
+    ids = torch.randint(3, VOCAB, (batch, seq), dtype=torch.int64)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    mask[0, -max(1, seq // 4):] = 0  # row 0 right-padded: the padding mask matters
+    return ids, mask
+
+
+def _bert():
+    config = transformers.BertConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=FFN, max_position_embeddings=64,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=INIT_STD)
+    model = transformers.BertModel._from_config(config, attn_implementation="sdpa")
+    return model, "text", ("pooler_output",), "BertModel (pooler included)"
+
+
+def _clip_text():
+    config = transformers.CLIPTextConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=FFN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, max_position_embeddings=32, attention_dropout=0.0,
+        initializer_range=INIT_STD, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        projection_dim=HIDDEN)
+    model = transformers.CLIPTextModel._from_config(config, attn_implementation="sdpa")
+    return model, "text", ("pooler_output",), "CLIPTextModel (causal + padding mask, pooler at EOS)"
+
+
+def _bart_encoder():
+    config = transformers.BartConfig(
+        vocab_size=VOCAB, d_model=HIDDEN, encoder_layers=LAYERS, decoder_layers=1,
+        encoder_attention_heads=HEADS, decoder_attention_heads=HEADS, encoder_ffn_dim=FFN,
+        decoder_ffn_dim=FFN, max_position_embeddings=64, dropout=0.0, attention_dropout=0.0,
+        activation_dropout=0.0, init_std=INIT_STD)
+    model = transformers.BartModel._from_config(config, attn_implementation="sdpa").get_encoder()
+    return model, "text", (), "BartModel.get_encoder() (BartEncoder)"
+
+
+def _t5_encoder():
+    config = transformers.T5Config(
+        vocab_size=VOCAB, d_model=HIDDEN, d_kv=HIDDEN // HEADS, d_ff=FFN, num_layers=LAYERS,
+        num_heads=HEADS, relative_attention_num_buckets=8, relative_attention_max_distance=16,
+        dropout_rate=0.0, initializer_factor=1.0, feed_forward_proj="gated-gelu")
+    model = transformers.T5EncoderModel._from_config(config)
+    return model, "text", (), "T5EncoderModel (relative position bias, gated-gelu)"
+
+
+VIT_IMAGE, VIT_PATCH = 32, 8   # 16 patches + CLS
+
+
+def _vit():
+    config = transformers.ViTConfig(
+        hidden_size=HIDDEN, num_hidden_layers=LAYERS, num_attention_heads=HEADS,
+        intermediate_size=FFN, image_size=VIT_IMAGE, patch_size=VIT_PATCH, num_channels=3,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=INIT_STD)
+    model = transformers.ViTModel._from_config(config, attn_implementation="sdpa",
+                                               add_pooling_layer=False)
+    return model, "image", (), f"ViTModel, {VIT_IMAGE}x{VIT_IMAGE} image, patch {VIT_PATCH}"
+
+
+WHISPER_MELS, WHISPER_POSITIONS = 16, 16   # input_features [B, 16, 32]
+
+
+def _whisper_encoder():
+    config = transformers.WhisperConfig(
+        vocab_size=VOCAB, num_mel_bins=WHISPER_MELS, d_model=HIDDEN, encoder_layers=LAYERS,
+        decoder_layers=1, encoder_attention_heads=HEADS, decoder_attention_heads=HEADS,
+        encoder_ffn_dim=FFN, decoder_ffn_dim=FFN, max_source_positions=WHISPER_POSITIONS,
+        max_target_positions=32, dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+        init_std=INIT_STD, pad_token_id=1, bos_token_id=2, eos_token_id=2,
+        decoder_start_token_id=3, suppress_tokens=None, begin_suppress_tokens=None)
+    model = transformers.WhisperModel._from_config(config, attn_implementation="sdpa").get_encoder()
+    return model, "audio", (), (f"WhisperModel.get_encoder(), {WHISPER_MELS} mel bins, "
+                                f"{2 * WHISPER_POSITIONS} frames")
+
+
+FAMILIES = {"bert": _bert, "vit": _vit, "bart_encoder": _bart_encoder,
+            "whisper_encoder": _whisper_encoder, "clip_text": _clip_text,
+            "t5_encoder": _t5_encoder}
+
+
+def _inputs(kind: str, batch: int, seq: int):
+    if kind == "text":
+        return _text_inputs(batch, seq)
+    if kind == "image":
+        return (torch.randn(batch, 3, VIT_IMAGE, VIT_IMAGE),)
+    return (torch.randn(batch, WHISPER_MELS, 2 * WHISPER_POSITIONS),)
+
+
+def _export(name: str, *, family: str, exporter: str, opset: int, static: bool = False) -> dict:
+    common.seeded()
+    model, kind, extra, what = FAMILIES[family]()
+    model = model.eval()
+    common.redraw_zero_parameters(model, std=INIT_STD)
+    if kind == "text":
+        input_names = ["input_ids", "attention_mask"]
+        dynamic = {n: {0: "batch", 1: "sequence"} for n in input_names}
+        fills = {"input_ids": {"int": [3, VOCAB]}, "attention_mask": {"ones": True}}
+        shapes = (f"input_ids, attention_mask [batch, sequence] dynamic (row 0 right-padded at "
+                  f"the export, batch {BATCH}, {SEQ} tokens)")
+    else:
+        input_names = ["pixel_values" if kind == "image" else "input_features"]
+        dynamic = {input_names[0]: {0: "batch"}}
+        fills = {}
+        shapes = f"{input_names[0]} dynamic in batch only (batch {BATCH} at the export)"
+    if static:
+        dynamic, shapes = None, f"static shapes: batch {BATCH}, {SEQ} tokens"
+    output_names = ["last_hidden_state", *extra]
+    args = _inputs(kind, BATCH, SEQ)
+    common.seeded(1)
+    recheck = None if static else _inputs(kind, *RECHECK)
+    return common.export(
+        TextEncoder(model, extra) if kind == "text" else FeatureEncoder(model, input_names[0]),
+        args, name, family=family,
+        exporter=exporter, opset=opset, dtype="float32", blocks=LAYERS, input_names=input_names,
+        output_names=output_names, dynamic=dynamic, fills=fills, recheck=recheck,
+        note=f"transformers {what}, hidden {HIDDEN}, {HEADS} heads of {HIDDEN // HEADS}, "
+             f"{LAYERS} layers; {shapes}")
+
+
+FIXTURES = {}
+for _family in FAMILIES:
+    for _tag, (_exporter, _opset) in EXPORTERS.items():
+        FIXTURES[f"{_family}.{_tag}.fp32"] = functools.partial(
+            _export, family=_family, exporter=_exporter, opset=_opset)
+# The dynamo exporter fails on the T5 encoder with dynamic batch and sequence (its decomposition
+# step: "Cannot view a tensor with shape [s72, s53, 4, 8] and strides (32*s53, 8, 8*s53, 1) as a
+# tensor with shape (s72, s53, 32)", torch 2.15.0): the same export with static shapes beside it.
+FIXTURES["t5_encoder_static.dynamo18.fp32"] = functools.partial(
+    _export, family="t5_encoder", exporter="dynamo", opset=18, static=True)

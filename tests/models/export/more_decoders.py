@@ -1,0 +1,193 @@
+"""Decoder-LLM fixtures of the held-out set: LLaMA, Qwen3, Mistral, GPT-2 (sdpa and eager), Phi-3,
+GPT-NeoX, OPT, Bloom, Gemma 2 and GPTBigCode from transformers, tiny random configs built from
+their config classes (no hub downloads).
+
+Each is exported as a prefill (input_ids, attention_mask -> logits, no cache) with dynamic batch
+and sequence, by the TorchScript exporter (opset 17) and the dynamo exporter (opset 18), fp32.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import torch
+import transformers
+from transformers import masking_utils
+
+import common
+
+BATCH = 2
+PREFILL = 8
+RECHECK = (3, 5)  # batch, tokens of the second check: a fixed axis shows there
+VOCAB = 64
+LAYERS = 2
+HIDDEN = 32      # 4 heads of 8
+HEADS = 4
+KV_HEADS = 2     # GQA where the family has it
+INIT_STD = 0.2   # as decoders.py: attention scores spread over a few units
+
+EXPORTERS = {"ts17": ("torchscript", 17), "dynamo18": ("dynamo", 18)}
+
+
+def _common_kwargs(**extra):
+    return dict(vocab_size=VOCAB, hidden_size=HIDDEN, intermediate_size=HIDDEN * 2,
+                num_hidden_layers=LAYERS, num_attention_heads=HEADS, max_position_embeddings=64,
+                initializer_range=INIT_STD, tie_word_embeddings=True, **extra)
+
+
+def _llama():
+    return transformers.LlamaForCausalLM, transformers.LlamaConfig(
+        **_common_kwargs(num_key_value_heads=KV_HEADS)), f"GQA {HEADS}/{KV_HEADS}"
+
+
+def _qwen3():
+    return transformers.Qwen3ForCausalLM, transformers.Qwen3Config(
+        **_common_kwargs(num_key_value_heads=KV_HEADS, head_dim=HIDDEN // HEADS,
+                         use_sliding_window=False)), f"GQA {HEADS}/{KV_HEADS}, q/k RMSNorm"
+
+
+def _mistral():
+    return transformers.MistralForCausalLM, transformers.MistralConfig(
+        **_common_kwargs(num_key_value_heads=KV_HEADS)), \
+        f"GQA {HEADS}/{KV_HEADS}, config's default sliding_window"
+
+
+def _phi3():
+    return transformers.Phi3ForCausalLM, transformers.Phi3Config(
+        **_common_kwargs(num_key_value_heads=KV_HEADS, pad_token_id=0, bos_token_id=1,
+                         eos_token_id=2, resid_pdrop=0.0,
+                         embd_pdrop=0.0, attention_dropout=0.0)), \
+        f"fused qkv_proj, GQA {HEADS}/{KV_HEADS}"
+
+
+def _gpt_neox():
+    return transformers.GPTNeoXForCausalLM, transformers.GPTNeoXConfig(
+        **_common_kwargs(rotary_pct=0.5, hidden_dropout=0.0, attention_dropout=0.0,
+                         use_parallel_residual=True)), "partial rotary 0.5, parallel residual"
+
+
+def _opt():
+    return transformers.OPTForCausalLM, transformers.OPTConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, ffn_dim=HIDDEN * 2, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, max_position_embeddings=64, word_embed_proj_dim=HIDDEN,
+        dropout=0.0, attention_dropout=0.0, init_std=INIT_STD, pad_token_id=1,
+        enable_bias=True), "learned positions from the mask's cumsum"
+
+
+def _bloom():
+    return transformers.BloomForCausalLM, transformers.BloomConfig(
+        vocab_size=VOCAB, hidden_size=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+        hidden_dropout=0.0, attention_dropout=0.0, initializer_range=INIT_STD), "ALiBi"
+
+
+def _gemma2():
+    return transformers.Gemma2ForCausalLM, transformers.Gemma2Config(
+        **_common_kwargs(num_key_value_heads=KV_HEADS, head_dim=HIDDEN // HEADS,
+                         query_pre_attn_scalar=HIDDEN // HEADS, sliding_window=4,
+                         attn_logit_softcapping=50.0, final_logit_softcapping=30.0)), \
+        (f"GQA {HEADS}/{KV_HEADS}, sliding window 4 on alternate layers, softcapping 50 "
+         f"(attention) / 30 (logits)")
+
+
+def _gpt_bigcode():
+    return transformers.GPTBigCodeForCausalLM, transformers.GPTBigCodeConfig(
+        vocab_size=VOCAB, n_positions=64, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+        n_inner=HIDDEN * 2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        multi_query=True, initializer_range=INIT_STD, bos_token_id=0, eos_token_id=0), \
+        "multi-query attention"
+
+
+def _gpt2():
+    return transformers.GPT2LMHeadModel, transformers.GPT2Config(
+        vocab_size=VOCAB, n_positions=64, n_embd=HIDDEN, n_layer=LAYERS, n_head=HEADS,
+        n_inner=HIDDEN * 2, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        tie_word_embeddings=True, initializer_range=INIT_STD, bos_token_id=0,
+        eos_token_id=0), "MHA"
+
+
+def _qwen2():
+    return transformers.Qwen2ForCausalLM, transformers.Qwen2Config(
+        **_common_kwargs(num_key_value_heads=KV_HEADS, use_sliding_window=False)), \
+        f"GQA {HEADS}/{KV_HEADS}, q/k/v biases"
+
+
+# fixture stem -> (builder, attn_implementation): "sdpa", the default, but for GPT-2's second
+# export and for Bloom and Gemma 2, which refuse "sdpa" (transformers 5.24.0: "does not support an
+# attention implementation through torch.nn.functional.scaled_dot_product_attention yet")
+FAMILIES = {
+    "llama": (_llama, "sdpa"), "qwen3": (_qwen3, "sdpa"), "mistral": (_mistral, "sdpa"),
+    "gpt2_sdpa": (_gpt2, "sdpa"), "gpt2_eager": (_gpt2, "eager"), "phi3": (_phi3, "sdpa"),
+    "gpt_neox": (_gpt_neox, "sdpa"), "opt": (_opt, "sdpa"), "bloom": (_bloom, "eager"),
+    "gemma2": (_gemma2, "eager"), "gpt_bigcode": (_gpt_bigcode, "sdpa"), "qwen2": (_qwen2, "sdpa"),
+}
+
+
+class Prefill(torch.nn.Module):
+    """input_ids, attention_mask -> logits, without a cache."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                          use_cache=False).logits
+
+
+@contextlib.contextmanager
+def _masks_without_vmap():
+    """As decoders.py: transformers 4.53-4.5x build their sdpa masks with torch.vmap, which the
+    TorchScript tracer cannot follow; where the library still has sdpa_mask_older_torch (its own
+    path without vmap), the TorchScript exports use it. Newer releases build the mask without
+    vmap by default and no longer have it: nothing is patched there."""
+    older = getattr(masking_utils, "sdpa_mask_older_torch", None)
+    if older is None:
+        yield
+        return
+    mapping = masking_utils.ALL_MASK_ATTENTION_FUNCTIONS._global_mapping
+    saved = masking_utils.sdpa_mask, mapping["sdpa"]
+    masking_utils.sdpa_mask = mapping["sdpa"] = older
+    try:
+        yield
+    finally:
+        masking_utils.sdpa_mask, mapping["sdpa"] = saved
+
+
+def _inputs(batch: int, seq: int):
+    ids = torch.randint(0, VOCAB, (batch, seq), dtype=torch.int64)
+    mask = torch.ones(batch, seq, dtype=torch.int64)
+    # Row 0 right-padded: its queries all still see a key (left padding leaves the first queries
+    # of a causal prefill with none: rows of NaN in torch and in ONNX Runtime alike).
+    mask[0, -max(1, seq // 4):] = 0
+    return ids, mask
+
+
+def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
+    build, attn = FAMILIES[stem]
+    common.seeded()
+    cls, config, what = build()
+    model = cls._from_config(config, attn_implementation=attn).eval()
+    common.redraw_zero_parameters(model, std=INIT_STD)
+    args = _inputs(BATCH, PREFILL)
+    common.seeded(1)
+    recheck = _inputs(*RECHECK)
+    names = ["input_ids", "attention_mask"]
+    family = stem.removesuffix("_sdpa").removesuffix("_eager")
+    with _masks_without_vmap() if exporter == "torchscript" else contextlib.nullcontext():
+        return common.export(
+            Prefill(model), args, name, family=family, exporter=exporter, opset=opset,
+            dtype="float32", blocks=LAYERS, input_names=names, output_names=["logits"],
+            dynamic={n: {0: "batch", 1: "sequence"} for n in names},
+            fills={"input_ids": {"int": [0, VOCAB]}, "attention_mask": {"ones": True}},
+            recheck=recheck,
+            note=f"transformers {cls.__name__} attn_implementation={attn}, {what}; hidden "
+                 f"{HIDDEN}, {HEADS} heads, {LAYERS} layers; prefill, no cache; input_ids, "
+                 f"attention_mask [batch, sequence] dynamic (row 0 right-padded at the export, "
+                 f"batch {BATCH}, {PREFILL} tokens)")
+
+
+FIXTURES = {}
+for _stem in FAMILIES:
+    for _tag, (_exporter, _opset) in EXPORTERS.items():
+        FIXTURES[f"{_stem}.{_tag}.fp32"] = functools.partial(
+            _export, stem=_stem, exporter=_exporter, opset=_opset)

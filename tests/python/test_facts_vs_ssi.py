@@ -1,0 +1,62 @@
+"""fusekit's facts against ONNX Runtime's symbolic shape inference on every fixture of tests/models
+(facts_vs_ssi.py does the comparison, on the models without their declared value_info):
+
+* every dim SSI knows, fusekit knows too;
+* where both know a dim, they agree.
+
+A dim where SSI is wrong is listed in SSI_WRONG with the reason, checked by hand; nothing else is
+excused. Dims fusekit knows and SSI does not are fine. Where SSI raises, the values it inferred
+before the failing node are compared.
+
+Run through ctest (test facts_vs_ssi), which names the CLI in FUSEKIT_CLI:
+
+    FUSEKIT_CLI=build/test/examples/fusekit \
+        .venv/bin/python -m pytest tests/python/test_facts_vs_ssi.py
+"""
+import fnmatch
+import os
+
+import pytest
+
+import conformance
+import facts_vs_ssi
+
+CLI = os.environ.get("FUSEKIT_CLI", "")
+if not CLI or not os.access(CLI, os.X_OK):
+    raise RuntimeError("FUSEKIT_CLI must name the fusekit tool (the suite runs through ctest)")
+
+# (fixture pattern, value name, dim index or None for the rank) → why SSI is wrong there.
+SSI_WRONG: dict[tuple[str, str, int | None], str] = {}
+
+# Every fixture the manifest lists and every file there: a missing one fails, never skips.
+FIXTURES = sorted({f["file"] for f in conformance.fixtures()} |
+                  {p.name for p in conformance.MODELS.glob("*.onnx")})
+
+
+def excused(stem, entry):
+    return any(fnmatch.fnmatchcase(stem, name) and entry.value == value and entry.dim == dim
+               for name, value, dim in SSI_WRONG)
+
+
+def test_fixtures_present():
+    assert FIXTURES, f"no fixtures in {conformance.MODELS}"
+    missing = [f for f in FIXTURES if not (conformance.MODELS / f).is_file()]
+    assert not missing, f"fixtures the manifest lists are missing: {missing}"
+
+
+def test_every_exception_matches_a_fixture():
+    # An entry that matches nothing would silently excuse nothing.
+    stems = [f.removesuffix(".onnx") for f in FIXTURES]
+    for name, _, _ in SSI_WRONG:
+        assert any(fnmatch.fnmatchcase(s, name) for s in stems), name
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda f: f.removesuffix(".onnx"))
+def test_fixture(fixture):
+    result = facts_vs_ssi.compare(CLI, conformance.MODELS / fixture)
+    stem = fixture.removesuffix(".onnx")
+    ssi_only = [e for e in result.ssi_only if not excused(stem, e)]
+    disagreements = [e for e in result.disagreements if not excused(stem, e)]
+    result.ssi_only, result.disagreements = ssi_only, disagreements
+    if ssi_only or disagreements:
+        pytest.fail(facts_vs_ssi.report(result), pytrace=False)
