@@ -477,3 +477,28 @@ TEST(DitRule, AttentionTheExporterWroteIsReportedAsAlreadyFused) {
 }
 
 }  // namespace
+
+namespace {
+
+// SDPA's run-time scale read from a head size the model leaves symbolic: the Sqrt is one element,
+// but its value is not known, and the near miss says so rather than calling it no scalar.
+TEST(DitFacts, AScaleFromASymbolicHeadSizeIsNotProvenANumber) {
+  model_builder b(17);
+  auto q = b.input("q", dtype::float32, {1, 4, "S", "D"});
+  auto k = b.input("k", dtype::float32, {1, 4, "S", "D"});
+  auto v = b.input("v", dtype::float32, {1, 4, "S", "D"});
+  auto size = b.op("Slice", {b.op("Shape", {q}), b.initializer(dtype::int64, {1}, {-1}),
+                             b.initializer(dtype::int64, {1}, {double(std::int64_t(1) << 62)})});
+  auto root =
+      b.op("Sqrt", {b.op("Cast", {size}, {{"to", dtype::float32}})}, {}, {.name = "head_root"});
+  auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+  auto s = b.op("MatMul", {b.op("Mul", {q, root}), b.op("Mul", {kt, root})});
+  auto p = b.op("Softmax", {s}, {{"axis", -1}});
+  b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
+  EXPECT_EQ(near_miss_of(b.build_model()),
+            "MatMul 'context': input 1 of Mul 'Mul_6', input 0 of MatMul 'MatMul_8', input 0 of "
+            "Softmax 'Softmax_9', input 0 of MatMul 'context': Sqrt 'head_root': not proven a "
+            "scalar of known value");
+}
+
+}  // namespace

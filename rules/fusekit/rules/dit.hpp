@@ -169,9 +169,15 @@ inline constexpr auto k_transposed =
            k_detour_repeated, capture<"kt">);
 
 // A scale factor the facts fold to one number: a constant, or computed from q's shape at run
-// time as torch's SDPA decomposition does (Shape → Slice → Cast → Sqrt → Div → Sqrt).
-inline constexpr auto folded_scalar = [](const graph& g, value_id v) {
-  return facts_of(g).real_scalar(v).has_value();
+// time as torch's SDPA decomposition does (Shape → Slice → Cast → Sqrt → Div → Sqrt). A tensor of
+// several elements is not one; one whose value the facts do not reach is not proven one.
+inline constexpr auto folded_scalar = [](const facts& f, value_id v) {
+  if (f.real_scalar(v)) return truth::yes;
+  const shape_fact& s = f.shape(v);
+  if (!s.known) return truth::unknown;
+  for (const sym& d : s.dims)
+    if (const auto k = d.constant(); k && *k != 1) return truth::no;
+  return truth::unknown;
 };
 
 // Post-scaled, as hand-written F5-TTS exporters write it: MatMul(q, kᵀ) → [Cast] → Mul|Div.
@@ -182,13 +188,17 @@ inline constexpr auto widened = optional<"Cast">(scores).bind<"up">();
 inline constexpr auto post_scaled = any_of(
     commutative(op<"Mul">(widened, constant_scalar<"scale">)),
     op<"Div">(widened, constant_scalar<"divisor">),
-    commutative(op<"Mul">(widened, capture<"scale_folded">.where("a scalar", folded_scalar))),
-    op<"Div">(widened, capture<"divisor_folded">.where("a scalar", folded_scalar)));
+    commutative(op<"Mul">(
+        widened, capture<"scale_folded">.proven_value("a scalar of known value", folded_scalar))),
+    op<"Div">(widened,
+              capture<"divisor_folded">.proven_value("a scalar of known value", folded_scalar)));
 // Pre-scaled, torch's SDPA decomposition: MatMul(q·√s, kᵀ·√s).
 inline constexpr auto pre_scaled =
     op<"MatMul">(
-        commutative(op<"Mul">(capture<"q">, capture<"q_factor">.where("a scalar", folded_scalar))),
-        commutative(op<"Mul">(k_transposed, capture<"k_factor">.where("a scalar", folded_scalar))))
+        commutative(op<"Mul">(capture<"q">, capture<"q_factor">.proven_value(
+                                                "a scalar of known value", folded_scalar))),
+        commutative(op<"Mul">(k_transposed, capture<"k_factor">.proven_value(
+                                                "a scalar of known value", folded_scalar))))
         .bind<"scores">();
 // torch's decomposition in float16 may compute the softmax in float32: a Cast after the MatMul.
 inline constexpr auto pre_scaled_widened = optional<"Cast">(pre_scaled).bind<"up">();
