@@ -502,3 +502,73 @@ TEST(DitFacts, AScaleFromASymbolicHeadSizeIsNotProvenANumber) {
 }
 
 }  // namespace
+
+namespace {
+
+// The block as torch's export_modules_as_functions writes it: the body a model-local function
+// (its initializers Constant nodes), called once from the main graph by node 'attn'.
+model called_from_a_function(const model& body) {
+  const onnx::GraphProto& g = body.proto.graph();
+  model m{.proto = body.proto, .path = {}};
+  onnx::FunctionProto& f = *m.proto.add_functions();
+  f.set_name("AttentionBlock");
+  f.set_domain("local");
+  *f.mutable_opset_import() = body.proto.opset_import();
+  for (const auto& t : g.initializer()) {
+    onnx::NodeProto& c = *f.add_node();
+    c.set_op_type("Constant");
+    c.add_output(t.name());
+    onnx::AttributeProto& a = *c.add_attribute();
+    a.set_name("value");
+    a.set_type(onnx::AttributeProto::TENSOR);
+    *a.mutable_t() = t;
+  }
+  for (const auto& n : g.node()) *f.add_node() = n;
+  onnx::GraphProto& main = *m.proto.mutable_graph();
+  main.clear_node();
+  main.clear_initializer();
+  main.clear_value_info();
+  onnx::NodeProto& call = *main.add_node();
+  call.set_name("attn");
+  call.set_op_type("AttentionBlock");
+  call.set_domain("local");
+  for (const auto& v : g.input()) {
+    f.add_input(v.name());
+    call.add_input(v.name());
+  }
+  for (const auto& v : g.output()) {
+    f.add_output(v.name());
+    call.add_output(v.name());
+  }
+  onnx::OperatorSetIdProto& local = *m.proto.add_opset_import();
+  local.set_domain("local");
+  local.set_version(1);
+  return m;
+}
+
+TEST(DitFunctions, ABlockInsideALocalFunctionIsInlinedAndFused) {
+  model m = called_from_a_function(block{}.build());
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.notes,
+            std::vector<std::string>{
+                "inlined local.AttentionBlock called by 'attn': its body holds a match"});
+  const auto ops = op_types(m);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "AttentionBlock"), 0);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "MultiHeadAttention"), 1);
+  // A second run changes nothing.
+  const std::string once = bytes(m);
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(bytes(m), once);
+}
+
+TEST(DitFunctions, ACallWhoseBodyHoldsNoMatchStaysACallAndItsNearMissIsReported) {
+  block wrong_axis;
+  wrong_axis.softmax_axis = 1;  // Softmax over the heads: not attention's
+  // The model stays as it came (near_miss_of checks its bytes), the call included.
+  EXPECT_EQ(near_miss_of(called_from_a_function(wrong_axis.build())),
+            "MatMul 'attn/context_0': input 0 of Cast 'attn/down_1', input 0 of MatMul "
+            "'attn/context_0': Softmax 'attn/softmax_1': axis = 1, expected the last axis");
+}
+
+}  // namespace

@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "dit_model.hpp"
+#include "fusekit/rewrite/inline_functions.hpp"
 #include "fusekit/rules/all.hpp"
 
 namespace {
@@ -46,7 +47,8 @@ fuse      rewrites every block a rule matches and reports, per rule, what fused 
           --dry-run   report only, write nothing
 inspect   op histogram, opsets, dtypes, the attention-like blocks and what the rules make of them
           --shapes    instead, every value's facts: dtype, dims and the folded contents of small
-                      tensors, one line each; subgraph values as GRAPH/VALUE
+                      tensors, one line each; subgraph values as GRAPH/VALUE; the bodies of
+                      model-local functions inlined at each call, as CALL/VALUE_k
           --json      with --shapes: one JSON object keyed by value name, {"dtype": "float32",
                       "dims": [2, "batch*4", null], "value": [1.0]}; a dim is an integer, a
                       sympy expression over the model's dim_params, or null (unknown, or a size
@@ -393,7 +395,12 @@ int inspect_shapes(const arguments& a, const fusekit::model& m) {
 int inspect(const arguments& a) {
   if (a.input.empty()) throw usage_error("inspect needs IN.onnx");
   fusekit::model m = fusekit::load_model(a.input);
-  if (a.shapes) return inspect_shapes(a, m);
+  if (a.shapes) {
+    // A function's body has facts only where it is called: each call is inlined to be seen.
+    fusekit::rewrite::name_pool names(m.proto);
+    fusekit::rewrite::inline_functions(m.proto, names, [](const onnx::NodeProto&) { return true; });
+    return inspect_shapes(a, m);
+  }
   std::map<std::string, int> ops, dtypes;
   std::vector<std::string> softmaxes;
   {

@@ -73,12 +73,18 @@ def main() -> int:
                 r = peer_results.get(p)
                 if r and not r.get("error") and r.get("matches") is not False:
                     peer_totals[p] += r["fused"]
-            rows.append(f"| `{stem}` | {fixture['exporter']} | {fixture['opset']} | "
+            marked = f"`{stem}`" + (" †" if "versions" in fixture else "")
+            rows.append(f"| {marked} | {fixture['exporter']} | {fixture['opset']} | "
                         f"{fixture['dtype']} | {fixture['blocks']} | {cells['ort']} | "
                         f"{cells['onnx']} | " +
                         " | ".join(peer_cell(peer_results.get(p), fixture["blocks"])
                                    for p in PEER_NAMES) + " |")
     versions = ", ".join(f"{k} {v}" for k, v in manifest["versions"].items())
+    newer = {json.dumps(f["versions"], sort_keys=True): f["versions"]
+             for f in manifest["fixtures"] if "versions" in f}
+    if newer:
+        versions += "; † with " + "; ".join(", ".join(f"{k} {v}" for k, v in v_.items())
+                                           for v_ in newer.values())
     peer_versions = ", ".join(f"{k} {v}" for k, v in peers["versions"].items()) or "not run"
     out = [
         "# Conformance on real exports",
@@ -122,7 +128,10 @@ def main() -> int:
         "shape for, against `fusekit inspect --shapes --json`, both on the file without its "
         "declared value_info and output shapes: SSI-only, dims SSI knows (an integer, or an "
         "expression over the graph inputs' dim_params) and fusekit's facts do not; fusekit-only, "
-        "the reverse; disagreements, dims both know that differ. Where SSI fails, the values it "
+        "the reverse; disagreements, dims both know that differ; SSI assumed, dims where SSI's "
+        "answer rests on an assumption the model does not state (a slice's run-time end taken "
+        "as within the dim, where fusekit has the min; two input dim_params auto_merge takes "
+        "as one; what SSI wrote before it failed). Where SSI fails, the values it "
         "inferred before failing are compared. `tests/python/test_facts_vs_ssi.py` requires "
         "SSI-only and disagreements to be 0; `python tests/python/facts_vs_ssi.py FUSEKIT_CLI "
         "MODEL.onnx` lists them.",

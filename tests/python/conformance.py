@@ -41,9 +41,19 @@ def fused_ops(model: onnx.ModelProto) -> int:
 
 
 def attention_blocks(model: onnx.ModelProto) -> int:
-    """Softmax nodes and attention ops already fused: one per attention block in these models."""
-    return fused_ops(model) + sum(n.op_type == "Softmax" and n.domain in ("", "ai.onnx")
-                                  for n in model.graph.node)
+    """Softmax nodes and attention ops already fused: one per attention block in these models,
+    those inside a model-local function counted once per call."""
+    functions = {(f.domain, f.name): f for f in model.functions}
+
+    def count(nodes, depth=0) -> int:
+        total = 0
+        for n in nodes:
+            total += (n.domain, n.op_type) in FUSED_OPS
+            total += n.op_type == "Softmax" and n.domain in ("", "ai.onnx")
+            if (n.domain, n.op_type) in functions and depth < 16:
+                total += count(functions[(n.domain, n.op_type)].node, depth + 1)
+        return total
+    return count(model.graph.node)
 
 
 @dataclass

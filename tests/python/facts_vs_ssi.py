@@ -9,7 +9,12 @@ is compared with what `fusekit inspect MODEL --shapes --json` says:
   SSI-only      SSI knows the dim and fusekit does not (a value whose rank fusekit does not know
                 counts every dim SSI knows): what facts could still learn;
   fusekit-only  fusekit knows it and SSI does not;
-  disagreement  both know it and the two differ (or the ranks differ): one of them is wrong.
+  disagreement  both know it and the two differ (or the ranks differ): one of them is wrong;
+  assumed       SSI's answer rests on an assumption the model does not state, so it is no
+                knowledge: fusekit has min(x, y) for a slice up to a run-time end and SSI has x or
+                y (SSI takes the end as within the dim); two distinct dim_params of the graph
+                inputs that SSI's auto_merge took as one; or, where SSI raised, what it had
+                written before failing that differs from fusekit.
 
 A dim is known when it is an integer, or an expression whose every symbol is a dim_param of the
 original model's graph inputs: the names SSI invents for what it does not know (`unk__3`,
@@ -76,6 +81,7 @@ class Comparison:
     ssi_only: list[Entry] = dataclasses.field(default_factory=list)
     fusekit_only: list[Entry] = dataclasses.field(default_factory=list)
     disagreements: list[Entry] = dataclasses.field(default_factory=list)
+    assumed: list[Entry] = dataclasses.field(default_factory=list)
 
     def counts(self) -> tuple[int, int, int]:
         return len(self.ssi_only), len(self.fusekit_only), len(self.disagreements)
@@ -91,11 +97,13 @@ class Dims:
                  for d in _tensor_dims(vi) if d.dim_param}
         # A dim_param that is not an identifier ("batch size", "seq-len") is read through a
         # stand-in name, longest first so that no name is replaced inside a longer one.
+        # A dim_param that reads as an expression is one (the dynamo exporter writes some,
+        # "Min(64, s53)"); stand-ins are for the rest.
         self.stand_ins = {name: f"__dim_param_{i}" for i, name in
-                          enumerate(sorted((n for n in every if not IDENTIFIER.fullmatch(n)),
+                          enumerate(sorted((n for n in every if not IDENTIFIER.fullmatch(n)
+                                            and self._parse(n) is None),
                                            key=len, reverse=True))}
-        self.symbols = {name: sympy.Symbol(self.stand_ins.get(name, name)) for name in every}
-        self.input_symbols = {self.symbols[n] for n in self.inputs}
+        self.input_symbols = {sympy.Symbol(self.stand_ins.get(n, n)) for n in self.inputs}
         self.cache: dict[str, sympy.Expr | None] = {}
 
     def parse(self, text: str) -> sympy.Expr | None:
@@ -105,6 +113,12 @@ class Dims:
         source = text
         for name, stand_in in self.stand_ins.items():
             text = text.replace(name, stand_in)
+        expr = self._parse(text)
+        self.cache[source] = expr
+        return expr
+
+    @staticmethod
+    def _parse(text: str) -> sympy.Expr | None:
         local = {}
         for name in IDENTIFIER.findall(text):
             if name in SYMPY_FUNCTIONS:
@@ -118,7 +132,6 @@ class Dims:
                 "Float": sympy.Float})
         except Exception:  # noqa: BLE001 (an unreadable dim is an unknown one)
             expr = None
-        self.cache[source] = expr
         return expr
 
     def known(self, dim: int | str | None) -> sympy.Expr | None:
@@ -274,23 +287,45 @@ def compare(cli: str, path: str | pathlib.Path, declared: bool = False) -> Compa
                                                  f"{_what(s)} / fusekit {why}"))
             continue
         if len(fk_shape) != len(ssi_shape):
-            result.disagreements.append(Entry(name, None, str(len(ssi_shape)), str(len(fk_shape)),
-                                              op, "rank"))
+            entry = Entry(name, None, str(len(ssi_shape)), str(len(fk_shape)), op, "rank")
+            (result.assumed if error else result.disagreements).append(entry)
             continue
         for i, (sd, fd) in enumerate(zip(ssi_shape, fk_shape)):
             s, f = dims.known(sd), dims.known(fd)
             if s is not None and f is None:
-                result.ssi_only.append(Entry(name, i, str(sd), text(fd), op,
-                                             f"{_what(s)} / fusekit dim unknown"))
+                if fd is not None and _assumed(s, dims.parse(fd), dims):
+                    result.assumed.append(Entry(name, i, str(sd), str(fd), op, "assumed"))
+                else:
+                    result.ssi_only.append(Entry(name, i, str(sd), text(fd), op,
+                                                 f"{_what(s)} / fusekit dim unknown"))
             elif f is not None and s is None:
                 result.fusekit_only.append(Entry(name, i, text(sd), str(fd), op,
                                                  f"fusekit {_what(f)} / SSI unknown"))
             elif s is not None and f is not None and not _same(s, f):
-                result.disagreements.append(Entry(name, i, str(sd), str(fd), op, "differ"))
+                entry = Entry(name, i, str(sd), str(fd), op, "differ")
+                (result.assumed if error or _assumed(s, f, dims) else
+                 result.disagreements).append(entry)
+            if s is not None and f is None:
+                if fd is not None and _assumed(s, dims.parse(fd), dims):
+                    result.assumed.append(Entry(name, i, str(sd), str(fd), op, "assumed"))
+                else:
+                    result.ssi_only.append(Entry(name, i, str(sd), text(fd), op,
+                                                 f"{_what(s)} / fusekit dim unknown"))
     missed = {e.value for e in result.ssi_only}
     for e in result.ssi_only:
         e.first = not any(i in missed for i in made_by.get(e.value, ("?", []))[1])
     return result
+
+
+def _assumed(ssi: sympy.Expr, fusekit: sympy.Expr | None, dims: Dims) -> bool:
+    """Where SSI's dim rests on an assumption: fusekit's is a min and SSI's one of its operands,
+    or the two are distinct dim_params of the graph inputs, which only auto_merge equates."""
+    if fusekit is None:
+        return False
+    if isinstance(fusekit, sympy.Min):
+        return any(_same(ssi, a) for a in fusekit.args)
+    return (ssi.is_Symbol and fusekit.is_Symbol and ssi != fusekit and
+            {ssi, fusekit} <= dims.input_symbols)
 
 
 def _what(expr: sympy.Expr) -> str:
@@ -309,6 +344,8 @@ def report(c: Comparison) -> str:
              f"disagreements {d}"]
     if c.ssi_error:
         lines.append(f"  SSI failed ({c.ssi_error}); compared what it inferred before")
+    if c.assumed:
+        lines.append(f"  SSI assumed {len(c.assumed)} dims (not counted), e.g. {c.assumed[0].line()}")
     for title, entries in (("SSI-only", c.ssi_only), ("disagreements", c.disagreements)):
         if entries:
             lines.append(f"  {title}:")
@@ -320,12 +357,13 @@ def report(c: Comparison) -> str:
 
 def table(comparisons: list[Comparison]) -> list[str]:
     """The markdown table: one row per model."""
-    rows = ["| fixture | SSI-only dims | fusekit-only dims | disagreements |",
-            "|---|---|---|---|"]
+    rows = ["| fixture | SSI-only dims | fusekit-only dims | disagreements | SSI assumed |",
+            "|---|---|---|---|---|"]
     for c in comparisons:
         a, b, d = c.counts()
         note = f" (SSI failed: {_short(c.ssi_error)})" if c.ssi_error else ""
-        rows.append(f"| `{c.model.removesuffix('.onnx')}`{note} | {a} | {b} | {d} |")
+        rows.append(f"| `{c.model.removesuffix('.onnx')}`{note} | {a} | {b} | {d} | "
+                    f"{len(c.assumed)} |")
     return rows
 
 

@@ -28,6 +28,7 @@
 #include "fusekit/io/model.hpp"
 #include "fusekit/rewrite/any_rule.hpp"
 #include "fusekit/rewrite/emitter.hpp"
+#include "fusekit/rewrite/inline_functions.hpp"
 #include "fusekit/rewrite/invariants.hpp"
 #include "fusekit/rewrite/journal.hpp"
 #include "fusekit/rewrite/names.hpp"
@@ -252,18 +253,54 @@ inline void drop_covered(std::vector<near_miss>& misses) {
   misses = std::move(kept);
 }
 
-}  // namespace detail
+// The calls of local functions whose bodies hold a match: every call is inlined on trial, one
+// attempt finds the matches, and the model is put back as it came. Near misses inside the calls
+// that hold none go to `misses`, named as the trial inlined them.
+inline std::set<std::string> calls_holding_matches(model& m, std::span<const any_rule> rules,
+                                                   const options& opts,
+                                                   std::vector<near_miss>& misses) {
+  std::set<std::string> wanted;
+  const auto nodes = m.proto.graph().node();
+  const auto opsets = m.proto.opset_import();
+  name_pool trial_names(m.proto);
+  const std::vector<inlined_call> trial =
+      inline_functions(m.proto, trial_names, [](const onnx::NodeProto&) { return true; });
+  if (trial.empty()) return wanted;
+  try {
+    std::unordered_map<std::string_view, const inlined_call*> call_of;
+    for (const inlined_call& c : trial)
+      for (const std::string& n : c.nodes) call_of.emplace(n, &c);
+    const graph g(m);
+    std::vector<candidate> found;
+    report attempt;
+    attempt_sink sink{opts, trial_names, found, attempt};
+    collect(g, rules, sink);
+    for (const candidate& c : found)
+      for (node_id n : c.nodes)
+        if (auto it = call_of.find(c.where->node(n).name()); it != call_of.end())
+          wanted.insert(it->second->call);
+    if (!opts.explain) drop_covered(attempt.near_misses);
+    for (near_miss& y : attempt.near_misses) {
+      const inlined_call* holder = nullptr;
+      for (const std::string& n : y.matched)
+        for (const inlined_call& c : trial)
+          for (const std::string& inner : c.nodes)
+            if (n.ends_with("'" + inner + "'")) holder = &c;
+      if (holder != nullptr && !wanted.contains(holder->call)) misses.push_back(std::move(y));
+    }
+  } catch (...) {
+    *m.proto.mutable_graph()->mutable_node() = nodes;
+    *m.proto.mutable_opset_import() = opsets;
+    throw;
+  }
+  *m.proto.mutable_graph()->mutable_node() = nodes;
+  *m.proto.mutable_opset_import() = opsets;
+  return wanted;
+}
 
-// Applies the rules to a fixed point and reports what fused and what nearly did.
-inline report fuse(model& m, std::span<const any_rule> rules, const options& opts = {},
-                   survey first_look = nullptr) {
-  std::vector<any_rule> running;
-  for (const any_rule& r : rules)
-    if (opts.runs(r.name())) running.push_back(r);
-  report out;
-  for (const any_rule& r : running) out.rules.emplace_back(r.name());
-  detail::journal edits;  // undone unless the whole run succeeds
-  name_pool names(m.proto);
+// The passes of one run, to a fixed point or max_passes.
+inline void run_passes(model& m, std::span<const any_rule> running, const options& opts,
+                       survey first_look, name_pool& names, journal& edits, report& out) {
   // Nodes this run wrote: a later pass's near miss that stops at one is about a fusion already
   // made (an output projection reading the fused op), not a block left unfused.
   std::unordered_set<std::string> written;
@@ -290,7 +327,47 @@ inline report fuse(model& m, std::span<const any_rule> rules, const options& opt
     detail::commit(g, m.proto, chosen, edits, out);
     ++out.passes;
   }
-  edits.keep();
+}
+
+}  // namespace detail
+
+// Applies the rules to a fixed point and reports what fused and what nearly did.
+inline report fuse(model& m, std::span<const any_rule> rules, const options& opts = {},
+                   survey first_look = nullptr) {
+  std::vector<any_rule> running;
+  for (const any_rule& r : rules)
+    if (opts.runs(r.name())) running.push_back(r);
+  report out;
+  for (const any_rule& r : running) out.rules.emplace_back(r.name());
+  name_pool names(m.proto);
+  // Local functions whose bodies hold a match are inlined first (their calls go); the others
+  // stay calls, their near misses reported as the trial saw them.
+  std::vector<near_miss> in_functions;
+  const auto nodes_as_given = m.proto.functions_size() > 0
+                                  ? m.proto.graph().node()
+                                  : google::protobuf::RepeatedPtrField<onnx::NodeProto>();
+  const auto opsets_as_given = m.proto.opset_import();
+  if (m.proto.functions_size() > 0) {
+    const std::set<std::string> calls =
+        detail::calls_holding_matches(m, running, opts, in_functions);
+    for (const inlined_call& c : inline_functions(m.proto, names, [&](const onnx::NodeProto& call) {
+           return calls.contains(call.name());
+         }))
+      out.notes.push_back("inlined " + c.function + " called by '" + c.call +
+                          "': its body holds a match");
+  }
+  try {
+    detail::journal edits;  // undone, before the inlining is, unless the whole run succeeds
+    detail::run_passes(m, running, opts, first_look, names, edits, out);
+    edits.keep();
+  } catch (...) {
+    if (m.proto.functions_size() > 0) {
+      *m.proto.mutable_graph()->mutable_node() = nodes_as_given;
+      *m.proto.mutable_opset_import() = opsets_as_given;
+    }
+    throw;
+  }
+  for (near_miss& y : in_functions) out.near_misses.push_back(std::move(y));
   return out;
 }
 

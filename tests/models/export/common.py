@@ -15,6 +15,7 @@ import warnings
 
 import numpy as np
 import onnx
+import onnx.inliner
 import onnxruntime as ort
 import torch
 
@@ -218,25 +219,60 @@ def _session(path: pathlib.Path) -> ort.InferenceSession:
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
+@contextlib.contextmanager
+def _function_attributes_only(classes: set[type]):
+    """The TorchScript exporter with export_modules_as_functions hooks every module and hands its
+    class-annotated attributes to _jit_pass_onnx_track_scope_attributes, which raises a TypeError
+    on a transformers PreTrainedModel (its annotations include dicts of plans, classes and the
+    config; torch 2.15.0, transformers 5.24.0). Only the attributes of the modules written as
+    functions become function attributes; this keeps those and drops the others."""
+    from torch.onnx._internal.torchscript_exporter import utils
+    original = utils._get_module_attributes
+
+    def only_functions(module):
+        return original(module) if isinstance(module, tuple(classes)) else {}
+
+    utils._get_module_attributes = only_functions
+    try:
+        yield
+    finally:
+        utils._get_module_attributes = original
+
+
+def inlined(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its local functions inlined (itself when it has none): what the block count
+    and the chain read, since a function body's nodes are not in model.graph."""
+    return onnx.inliner.inline_local_functions(model) if model.functions else model
+
+
 def export(module: torch.nn.Module, args: tuple, name: str, *, family: str, exporter: str,
            opset: int, dtype: str, blocks: int, input_names: list[str],
            output_names: list[str], dynamic: dict | None = None, fills: dict | None = None,
-           note: str = "", recheck: tuple | None = None) -> dict:
+           note: str = "", recheck: tuple | None = None,
+           functions: set[type] | None = None) -> dict:
     """Exports `module(*args)` to OUT_DIR/NAME.onnx (tests/models unless export_fixtures.py's --out
     says otherwise), checks it in ONNX Runtime against torch and returns its manifest entry.
     `dynamic` maps input names to {axis: name} (both exporters); `recheck`, inputs of other sizes
-    along those axes, is checked against torch as well, so that an axis the exporter fixed shows."""
+    along those axes, is checked against torch as well, so that an axis the exporter fixed shows.
+    `functions` (TorchScript only): module classes written as ONNX local functions
+    (export_modules_as_functions)."""
     path = OUT_DIR / f"{name}.onnx"
     module.eval()
     with torch.no_grad():
         expected = [_numpy(t) for t in _flatten(module(*args))]
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        if exporter == "torchscript":
+        if exporter == "torchscript" and functions:
+            with _function_attributes_only(functions):
+                torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
+                                  input_names=input_names, output_names=output_names,
+                                  dynamic_axes=dynamic or None, do_constant_folding=True,
+                                  export_modules_as_functions=functions)
+        elif exporter == "torchscript":
             torch.onnx.export(module, args, str(path), dynamo=False, opset_version=opset,
                               input_names=input_names, output_names=output_names,
                               dynamic_axes=dynamic or None, do_constant_folding=True)
-        elif exporter == "dynamo":
+        elif exporter == "dynamo" and not functions:
             shapes = None
             if dynamic:
                 shapes = {n: {a: torch.export.Dim.AUTO for a in axes}
@@ -272,7 +308,7 @@ def export(module: torch.nn.Module, args: tuple, name: str, *, family: str, expo
         for g, e, o in zip(session.run(None, feed), expected, session.get_outputs()):
             np.testing.assert_allclose(g.astype(np.float32), e.astype(np.float32), rtol=rtol,
                                        atol=atol, err_msg=f"{name}: output {o.name} (recheck)")
-    found = attention_blocks(model)
+    found = attention_blocks(inlined(model))
     assert found == blocks, f"{name}: {found} attention blocks in the file, expected {blocks}"
     fills = fills or {}
     inputs = []
@@ -280,5 +316,5 @@ def export(module: torch.nn.Module, args: tuple, name: str, *, family: str, expo
         inputs.append({"name": info.name, "shape": list(a.shape),
                        "dtype": str(_numpy(a).dtype), "fill": _fill_of(info.name, a, fills)})
     return {"file": path.name, "family": family, "exporter": exporter, "opset": opset,
-            "dtype": dtype, "blocks": blocks, "inputs": inputs, "chain": block_chain(model),
+            "dtype": dtype, "blocks": blocks, "inputs": inputs, "chain": block_chain(inlined(model)),
             "note": note, "bytes": path.stat().st_size}

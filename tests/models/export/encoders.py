@@ -44,6 +44,19 @@ class TextEncoder(torch.nn.Module):
         return (out.last_hidden_state, *(getattr(out, e) for e in self.extra))
 
 
+class UserCall(torch.nn.Module):
+    """input_ids, attention_mask -> encoder(input_ids, attention_mask)['last_hidden_state']: the
+    call as a user writes it (positional arguments, default return_dict, the output indexed by
+    name)."""
+
+    def __init__(self, encoder: torch.nn.Module):
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids, attention_mask):
+        return self.encoder(input_ids, attention_mask)["last_hidden_state"]
+
+
 class FeatureEncoder(torch.nn.Module):
     """pixel_values or input_features (keyword `name`) -> last_hidden_state."""
 
@@ -183,3 +196,45 @@ for _family in FAMILIES:
 # tensor with shape (s72, s53, 32)", torch 2.15.0): the same export with static shapes beside it.
 FIXTURES["t5_encoder_static.dynamo18.fp32"] = functools.partial(
     _export, family="t5_encoder", exporter="dynamo", opset=18, static=True)
+
+
+def _export_user_call(name: str, *, family: str, exporter: str, opset: int,
+                      functions: bool) -> dict:
+    """A text encoder exported as a user does it: UserCall, dynamic batch and sequence; with
+    `functions`, export_modules_as_functions={the class of layers[0].self_attn}, each attention
+    an ONNX local function (model.functions)."""
+    common.seeded()
+    model, kind, _, what = FAMILIES[family]()
+    assert kind == "text", family
+    model = model.eval()
+    common.redraw_zero_parameters(model, std=INIT_STD)
+    attention = type(model.layers[0].self_attn)
+    input_names = ["input_ids", "attention_mask"]
+    args = _text_inputs(BATCH, SEQ)
+    common.seeded(1)
+    recheck = _text_inputs(*RECHECK)
+    how = (f"export_modules_as_functions={{{attention.__name__}}} (each attention a local "
+           f"function; block count and chain read the inlined model)" if functions
+           else "no local functions")
+    return common.export(
+        UserCall(model), args, name, family=family, exporter=exporter, opset=opset,
+        dtype="float32", blocks=LAYERS, input_names=input_names,
+        output_names=["last_hidden_state"],
+        dynamic={n: {0: "batch", 1: "sequence"} for n in input_names},
+        fills={"input_ids": {"int": [3, VOCAB]}, "attention_mask": {"ones": True}},
+        recheck=recheck, functions={attention} if functions else None,
+        note=f"transformers {what} called as encoder(input_ids, attention_mask)"
+             f"['last_hidden_state'], {how}; hidden {HIDDEN}, {HEADS} heads of "
+             f"{HIDDEN // HEADS}, {LAYERS} layers; input_ids, attention_mask [batch, sequence] "
+             f"dynamic (row 0 right-padded at the export, batch {BATCH}, {SEQ} tokens)")
+
+
+# The BART encoder as a user exports it, TorchScript at opset 20, with each BartAttention an ONNX
+# local function and, for comparison, without. torch 2.15.0's export_modules_as_functions raises
+# a TypeError on transformers 5.24.0 models (_jit_pass_onnx_track_scope_attributes(): incompatible
+# function arguments, from BartEncoder's class annotations): common.export keeps only the
+# attributes of the function classes (BartAttention has none), see _function_attributes_only.
+FIXTURES["bart_encoder_functions.ts20.fp32"] = functools.partial(
+    _export_user_call, family="bart_encoder", exporter="torchscript", opset=20, functions=True)
+FIXTURES["bart_encoder.ts20.fp32"] = functools.partial(
+    _export_user_call, family="bart_encoder", exporter="torchscript", opset=20, functions=False)

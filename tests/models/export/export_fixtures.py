@@ -70,7 +70,8 @@ def main() -> int:
     if args.chains:
         manifest = json.loads(manifest_path.read_text())
         for entry in manifest["fixtures"]:
-            entry["chain"] = common.block_chain(onnx.load(str(common.OUT_DIR / entry["file"])))
+            entry["chain"] = common.block_chain(
+                common.inlined(onnx.load(str(common.OUT_DIR / entry["file"]))))
         manifest["not_exported"] = not_exported()
         manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
         return 0
