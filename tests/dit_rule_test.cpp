@@ -40,6 +40,8 @@ struct block {
   std::vector<std::int64_t> k_perm{0, 1, 3, 2};
   bool k_omitted = false;
   bool k_given_transposed = false;  // k declared [B, N, H, L]
+  bool kt_dims_read = false;        // a Shape of kᵀ outside the block
+  bool score_dims_read = false;     // a Shape of the scores outside the block
 
   model build() const {
     model_builder b(opset);
@@ -50,6 +52,8 @@ struct block {
     auto v = b.input("v", vt, {1, 4, "S", 8});
     auto kt = b.op("Transpose", {k_omitted ? value{} : k}, {{"perm", k_perm}}, {.name = "k_t"});
     value s = b.op("MatMul", {q, kt}, {}, {.name = "scores"});
+    if (kt_dims_read) b.output(b.op("Shape", {kt}, {}, {.name = "key_dims"}), dtype::int64);
+    if (score_dims_read) b.output(b.op("Shape", {s}, {}, {.name = "score_dims"}), dtype::int64);
     if (casts) s = b.op("Cast", {s}, {{"to", widen_to}}, {.name = "up"});
     const dtype st = casts ? widen_to : type;
     value scale = scale_is_input   ? b.input("scale", st, {})
@@ -569,6 +573,36 @@ TEST(DitFunctions, ACallWhoseBodyHoldsNoMatchStaysACallAndItsNearMissIsReported)
   EXPECT_EQ(near_miss_of(called_from_a_function(wrong_axis.build())),
             "MatMul 'attn/context_0': input 0 of Cast 'attn/down_1', input 0 of MatMul "
             "'attn/context_0': Softmax 'attn/softmax_1': axis = 1, expected the last axis");
+}
+
+}  // namespace
+
+namespace {
+
+// A Shape outside the block needs only the dims of what it reads: kᵀ's are k's, reordered, so it
+// reads k's and the Transpose goes with the block (ONNX Runtime parity: kt_dims_read in
+// tests/dit/make_dit_variants.cpp).
+TEST(DitRule, AShapeOfAnInteriorValueReadsItsDimsElsewhere) {
+  block spec;
+  spec.kt_dims_read = true;
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].removed.at("Shape"), 1);
+  EXPECT_EQ(report.fusions[0].removed.at("Transpose"), 1);
+  const auto& nodes = m.proto.graph().node();
+  const auto shape = std::find_if(nodes.begin(), nodes.end(),
+                                  [](const auto& n) { return n.op_type() == "Shape"; });
+  ASSERT_NE(shape, nodes.end());
+  EXPECT_EQ(shape->input(0), "k");
+}
+
+TEST(DitRule, AShapeOfDimsNoInputHasPinsTheBlock) {
+  block spec;
+  spec.score_dims_read = true;  // [1, 4, S, S]: no input of the block has two S
+  EXPECT_EQ(near_miss(spec),
+            "MatMul 'context': output of MatMul 'scores' is also read by Shape 'score_dims', "
+            "outside the pattern");
 }
 
 }  // namespace

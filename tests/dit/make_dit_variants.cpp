@@ -52,7 +52,9 @@ enum class casts {
 
 enum class scale_op { mul, mul_left, div };
 enum class scale_source { initializer, constant_node, graph_input, overridable, per_head };
-enum class extra { none, softmax_read_twice, scores_output };
+// Shapes outside the block: of kᵀ (its dims are k's, reordered) or of the scores (numbers when
+// the sequence is, else dims no input has).
+enum class extra { none, softmax_read_twice, scores_output, kt_dims_read, score_dims_read };
 
 struct spec {
   std::string name;
@@ -127,6 +129,13 @@ onnx::ModelProto make_block(const spec& s) {
 
   value scores = b.op("MatMul", {q, kt});
   if (s.more == extra::scores_output) b.output(scores, s.type, {B, H, S, L});
+  if (s.more == extra::kt_dims_read)
+    b.output(b.op("Gather", {b.op("Shape", {kt}), b.initializer(dtype::int64, {}, {3})}, {},
+                  {.name = "key_length"}),
+             dtype::int64, {});
+  if (s.more == extra::score_dims_read)
+    b.output(b.op("Shape", {scores}, {{"start", std::int64_t(1)}}, {.name = "score_dims"}),
+             dtype::int64, {3});
   const dtype t = softmax_type(s);
   if (t != s.type) scores = b.op("Cast", {scores}, {{"to", t}});
 
@@ -309,6 +318,15 @@ void write_variants(const std::filesystem::path& dir) {
            .cast = casts::f32,
            .scale = 100.0,
            .merged = true});
+  // A Shape that reads an interior value needs only its dims: it reads them elsewhere.
+  w.fuses({.name = "kt_dims_read",
+           .about = "a Shape of kᵀ outside the block gives the key length: it reads k's dims",
+           .symbolic_seq = true,
+           .more = extra::kt_dims_read},
+          {.seq_len = 11});
+  w.fuses({.name = "score_dims_read",
+           .about = "a Shape(start=1) of the scores outside the block: its dims are numbers",
+           .more = extra::score_dims_read});
   w.fuses({.name = "scale_constant_node",
            .about = "the scale a Constant node, not an initializer",
            .source = scale_source::constant_node});
@@ -423,6 +441,11 @@ void write_variants(const std::filesystem::path& dir) {
             .about = "the probabilities are also a graph output, through an Identity",
             .more = extra::softmax_read_twice},
            "also read by");
+  w.misses({.name = "score_dims_read_symbolic",
+            .about = "a Shape of the scores [B, H, S, S]: no input of the block has those dims",
+            .symbolic_seq = true,
+            .more = extra::score_dims_read},
+           "also read by Shape 'score_dims'");
   w.misses({.name = "scores_graph_output",
             .about = "the raw scores QKᵀ are a graph output",
             .more = extra::scores_output},

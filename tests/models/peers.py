@@ -1,7 +1,7 @@
 """What the peers make of the conformance fixtures: ONNX Runtime's transformers optimizer
-(`--model_type mmdit` for the diffusion models, `gpt2` for the decoders), the onnxscript
-rewriter's ONNX Runtime fusions (`optimize_for_ort`) and onnxsim. Writes tests/models/peers.json,
-which make_conformance_table.py puts beside fusekit's columns.
+(`--model_type bert` for the encoders, `gpt2` for the decoders, `mmdit` for the diffusion models),
+the onnxscript rewriter's ONNX Runtime fusions (`optimize_for_ort`) and onnxsim. Writes
+tests/models/peers.json, which make_conformance_table.py puts beside fusekit's columns.
 
     python tests/models/peers.py --venv DIR     # installs the peers' latest releases from PyPI
                                                 # into DIR, then runs them there
@@ -23,8 +23,18 @@ import tempfile
 HERE = pathlib.Path(__file__).resolve().parent
 PACKAGES = ["onnxruntime", "onnxscript", "onnx-ir", "onnxsim", "onnx", "numpy", "sympy",
             "packaging", "coloredlogs"]
-DECODERS = ("gpt2", "llama", "qwen2")
+ENCODERS = ("bert", "bart_encoder", "clip_text", "vit", "whisper_encoder", "t5_encoder")
+DECODERS = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "gpt_neox", "gpt_bigcode", "opt")
 TIME_LIMIT = 600
+
+
+def ort_model_type(family: str) -> str:
+    """The ORT transformers optimizer's --model_type for a manifest family."""
+    if family in ENCODERS:
+        return "bert"
+    if family in DECODERS:
+        return "gpt2"
+    return "mmdit"
 
 
 def run_peer(peer: str, source: str, target: str, family: str) -> None:
@@ -32,8 +42,7 @@ def run_peer(peer: str, source: str, target: str, family: str) -> None:
     import onnx
     if peer == "ort_optimizer":
         from onnxruntime.transformers.optimizer import optimize_model
-        model_type = "gpt2" if family.startswith(DECODERS) else "mmdit"
-        optimize_model(source, model_type=model_type, num_heads=0, hidden_size=0,
+        optimize_model(source, model_type=ort_model_type(family), num_heads=0, hidden_size=0,
                        opt_level=0).save_model_to_file(target)
     elif peer == "onnxscript":
         import onnx_ir as ir

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/shape_source.hpp"
 #include "fusekit/pattern/captures.hpp"
 
 namespace fusekit::pattern {
@@ -205,6 +206,19 @@ inline bool is_matched(std::span<const matched_entry> matched, node_id n) {
   return false;
 }
 
+// A Shape or Size outside the match that reads only x's dims, which the rewrite can read elsewhere
+// (graph/shape_source.hpp): it does not keep x alive.
+inline bool dims_readable_elsewhere(const graph& g, value_id x, const use& u,
+                                    std::span<const matched_entry> matched) {
+  if (u.is_implicit() || u.slot != 0 || !reads_only_dims(g, u.node)) return false;
+  return shape_source_of(
+             g, x, u.node, [&](node_id n) { return is_matched(matched, n); },
+             [&](auto&& visit) {
+               for (const matched_entry& e : matched) visit(e.node);
+             })
+      .has_value();
+}
+
 inline use_violation find_use_violation(const graph& g, std::span<const matched_entry> matched) {
   using kind = use_violation::kind;
   for (const matched_entry& e : matched) {
@@ -221,7 +235,8 @@ inline use_violation find_use_violation(const graph& g, std::span<const matched_
                   .node = e.node,
                   .reader = uses[0].node,
                   .other_reader = u.node};
-        if (e.policy == use_policy::contained && !is_matched(matched, u.node))
+        if (e.policy == use_policy::contained && !is_matched(matched, u.node) &&
+            !dims_readable_elsewhere(g, out, u, matched))
           return {.what = kind::escapes, .node = e.node, .reader = u.node};
       }
     }

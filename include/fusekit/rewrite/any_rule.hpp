@@ -4,6 +4,7 @@
 // parallel and a program that runs them does not compile them again.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/shape_source.hpp"
 #include "fusekit/pattern/match.hpp"
 #include "fusekit/rewrite/emitter.hpp"
 #include "fusekit/rewrite/names.hpp"
@@ -35,8 +37,12 @@ struct candidate {
   std::unique_ptr<emitter> edit;
   std::vector<value_id> reads;     // existing values the edit reads
   std::vector<value_id> replaced;  // matched values the edit computes anew
+  // Shapes and Sizes outside the match reading a matched value's dims, with where they read
+  // them instead.
+  std::vector<node_id> rewired;
+  std::vector<shape_source> rewired_from;
 
-  footprint print() const { return {root, nodes, reads, replaced}; }
+  footprint print() const { return {root, nodes, reads, replaced, rewired}; }
 };
 
 // What one rule's attempt at one graph adds to: the edits found and the report's near misses.
@@ -70,6 +76,34 @@ bool resembles(const graph& g, node_id n) {
     return R::resembles(g, n);
   else
     return true;
+}
+
+// The Shapes and Sizes outside c's match that read a matched value's dims, and where the edit
+// lets them read those dims instead (the pattern admitted the match on that condition).
+inline void find_dims_readers(const graph& g, candidate& c) {
+  auto is_matched = [&](node_id n) {
+    return std::find(c.nodes.begin(), c.nodes.end(), n) != c.nodes.end();
+  };
+  auto each_matched = [&](auto&& visit) {
+    for (node_id n : c.nodes) visit(n);
+  };
+  for (node_id m : c.nodes) {
+    if (m == c.root) continue;
+    for (value_id x : g.outputs(m)) {
+      if (x == no_id) continue;
+      for (const use& u : g.consumers(x)) {
+        if (u.is_implicit() || u.slot != 0 || is_matched(u.node) || !reads_only_dims(g, u.node) ||
+            std::find(c.rewired.begin(), c.rewired.end(), u.node) != c.rewired.end())
+          continue;
+        if (auto from = shape_source_of(g, x, u.node, is_matched, each_matched)) {
+          c.rewired.push_back(u.node);
+          c.rewired_from.push_back(*from);
+          // The value read in its place must stay, whatever else reads it.
+          if (from->from != no_id) c.reads.push_back(from->from);
+        }
+      }
+    }
+  }
 }
 
 // Tries R at every anchor of g: a match that fails, a guard's or emit's refusal and an edit that
@@ -116,9 +150,19 @@ void attempt(const void* rule_options, const graph& g, attempt_sink& to) {
       continue;
     }
     edit->name_replacements();
-    to.found.push_back({R::name, priority_of<R>(), &g, n, g.topological_position(n),
-                        std::vector<node_id>(m.nodes().begin(), m.nodes().end()), std::move(edit),
-                        check.reads(), check.replaced()});
+    candidate& c =
+        to.found.emplace_back(candidate{R::name,
+                                        priority_of<R>(),
+                                        &g,
+                                        n,
+                                        g.topological_position(n),
+                                        std::vector<node_id>(m.nodes().begin(), m.nodes().end()),
+                                        std::move(edit),
+                                        check.reads(),
+                                        check.replaced(),
+                                        {},
+                                        {}});
+    find_dims_readers(g, c);
   }
 }
 

@@ -64,7 +64,9 @@ struct claims {
   // before it.
   bool admit(const candidate& c) {
     const graph& g = *c.where;
-    if (std::any_of(c.nodes.begin(), c.nodes.end(), [&](node_id n) { return nodes.contains(n); }))
+    auto taken = [&](node_id n) { return nodes.contains(n); };
+    if (std::any_of(c.nodes.begin(), c.nodes.end(), taken) ||
+        std::any_of(c.rewired.begin(), c.rewired.end(), taken))
       return false;
     for (value_id v : c.reads)
       if (auto it = replaced_at.find(v); it != replaced_at.end() && it->second > c.position)
@@ -72,6 +74,7 @@ struct claims {
     for (value_id v : c.replaced)
       if (auto it = read_at.find(v); it != read_at.end() && it->second < c.position) return false;
     nodes.insert(c.nodes.begin(), c.nodes.end());
+    nodes.insert(c.rewired.begin(), c.rewired.end());
     for (value_id v : c.replaced)
       if (g.producer(v) != c.root) replaced_at.emplace(v, c.position);
     for (value_id v : c.reads) {
@@ -117,15 +120,28 @@ struct graph_edit {
   bool initializers_change = false;
   std::vector<fusion> fusions;
 
-  graph_edit(const graph& g, std::span<candidate* const> edits)
+  graph_edit(const graph& g, std::span<candidate* const> edits, name_pool& names)
       : proto(const_cast<onnx::GraphProto*>(&g.proto())) {  // the caller's model, which we own
     std::vector<footprint> prints;
     std::vector<candidate*> edit_at(g.node_count(), nullptr);  // by root
     std::unordered_set<value_id> read;
+    // Where a rewired Shape or Size was: the nodes that compute its output now.
+    std::unordered_map<node_id, std::vector<onnx::NodeProto*>> rewired_at;
     for (candidate* c : edits) {
       prints.push_back(c->print());
       edit_at[c->root] = c;
       read.insert(c->reads.begin(), c->reads.end());
+      for (std::size_t i = 0; i < c->rewired.size(); ++i) {
+        const std::size_t first = added_nodes.size();
+        for (onnx::NodeProto& node : dims_reader(g, c->rewired[i], c->rewired_from[i], names)) {
+          added_nodes.push_back(std::make_unique<onnx::NodeProto>(std::move(node)));
+          rewired_at[c->rewired[i]].push_back(added_nodes.back().get());
+        }
+        auto& counts = rewired_counts[c];
+        ++counts.first[std::string(g.op_type(c->rewired[i]))];
+        for (const auto& node : std::span(added_nodes).subspan(first))
+          ++counts.second[node->op_type()];
+      }
     }
     std::unordered_set<node_id> dead = dead_nodes(g, prints);
     add_orphans(g, prints, dead);
@@ -136,6 +152,8 @@ struct graph_edit {
     for (node_id n : g.topological_order()) {
       if (edit_at[n] != nullptr)
         realize(g, *edit_at[n], dead);
+      else if (auto it = rewired_at.find(n); it != rewired_at.end())
+        nodes.insert(nodes.end(), it->second.begin(), it->second.end());
       else if (!gone[n])
         nodes.push_back(const_cast<onnx::NodeProto*>(&g.node(n)));
     }
@@ -170,6 +188,81 @@ struct graph_edit {
   }
 
  private:
+  // Per candidate: the ops of the Shapes and Sizes it rewires, and of the nodes that replace them.
+  std::unordered_map<const candidate*,
+                     std::pair<std::map<std::string, int>, std::map<std::string, int>>>
+      rewired_counts;
+
+  static onnx::NodeProto node_of(std::string op, std::string name, std::vector<std::string> ins,
+                                 std::string out) {
+    onnx::NodeProto n;
+    n.set_op_type(std::move(op));
+    n.set_name(std::move(name));
+    for (std::string& in : ins) n.add_input(std::move(in));
+    n.add_output(std::move(out));
+    return n;
+  }
+  static onnx::NodeProto int64_constant(std::string name, std::string out,
+                                        std::span<const std::int64_t> values, bool scalar) {
+    onnx::NodeProto n = node_of("Constant", std::move(name), {}, std::move(out));
+    onnx::AttributeProto& a = *n.add_attribute();
+    a.set_name("value");
+    a.set_type(onnx::AttributeProto::TENSOR);
+    onnx::TensorProto& t = *a.mutable_t();
+    t.set_data_type(onnx::TensorProto::INT64);
+    if (!scalar) t.add_dims(std::int64_t(values.size()));
+    for (std::int64_t v : values) t.add_int64_data(v);
+    return n;
+  }
+
+  // The nodes that compute what the Shape or Size `reader` computed, from `from`: a constant, or
+  // the dims of the value the match read, picked in order.
+  static std::vector<onnx::NodeProto> dims_reader(const graph& g, node_id reader,
+                                                  const shape_source& from, name_pool& names) {
+    const onnx::NodeProto& old = g.node(reader);
+    const std::string& out = old.output(0);
+    const auto rank = std::int64_t(from.rank);
+    std::vector<onnx::NodeProto> made;
+    if (old.op_type() == "Size") {
+      if (from.from != no_id) {
+        made.push_back(node_of("Size", old.name(), {std::string(g.name(from.from))}, out));
+      } else {
+        std::int64_t product = 1;
+        for (std::int64_t i = 0; i < rank; ++i) product *= from.dims[std::size_t(i)];
+        made.push_back(int64_constant(old.name(), out, std::span(&product, 1), true));
+      }
+      return made;
+    }
+    // Shape's start and end (opset 15), clamped as the op clamps them.
+    auto bound = [&](std::string_view attribute, std::int64_t fallback) {
+      std::int64_t i = g.attribute_int(reader, attribute).value_or(fallback);
+      if (i < 0) i += rank;
+      return std::clamp<std::int64_t>(i, 0, rank);
+    };
+    const std::int64_t start = bound("start", 0), end = std::max(start, bound("end", rank));
+    std::vector<std::int64_t> picked;
+    bool in_order = true;
+    for (std::int64_t i = start; i < end; ++i) {
+      const std::size_t k = std::size_t(i);
+      picked.push_back(from.from == no_id ? from.dims[k] : from.order[k]);
+      in_order = in_order && from.order[k] == i;
+    }
+    if (from.from == no_id) {
+      made.push_back(int64_constant(old.name(), out, picked, false));
+    } else if (in_order) {
+      onnx::NodeProto shape = node_of("Shape", old.name(), {std::string(g.name(from.from))}, out);
+      for (const auto& a : old.attribute()) *shape.add_attribute() = a;
+      made.push_back(std::move(shape));
+    } else {
+      const std::string dims = names.fresh(old.name() + "/dims");
+      const std::string order = names.fresh(old.name() + "/order");
+      made.push_back(node_of("Shape", dims, {std::string(g.name(from.from))}, dims));
+      made.push_back(int64_constant(order, order, picked, false));
+      made.push_back(node_of("Gather", old.name(), {dims, order}, out));
+    }
+    return made;
+  }
+
   void realize(const graph& g, candidate& c, const std::unordered_set<node_id>& dead) {
     fusion f{std::string(c.rule),      g.describe(c.root), {}, {},
              describe_all(g, c.nodes), c.edit->notes()};
@@ -181,6 +274,10 @@ struct graph_edit {
       nodes.push_back(added_nodes.back().get());
     }
     f.added = count_ops(std::span(added_nodes).subspan(first));
+    if (auto it = rewired_counts.find(&c); it != rewired_counts.end()) {
+      for (const auto& [op, k] : it->second.first) f.removed[op] += k;
+      for (const auto& [op, k] : it->second.second) f.added[op] += k;
+    }
     for (onnx::TensorProto& t : c.edit->take_initializers())
       added_initializers.push_back(std::make_unique<onnx::TensorProto>(std::move(t)));
     fusions.push_back(std::move(f));
@@ -188,13 +285,13 @@ struct graph_edit {
 };
 
 inline void plan_graphs(const graph& g, const std::vector<candidate*>& chosen,
-                        std::vector<graph_edit>& plans) {
+                        std::vector<graph_edit>& plans, name_pool& names) {
   std::vector<candidate*> mine;
   for (candidate* c : chosen)
     if (c->where == &g) mine.push_back(c);
-  if (!mine.empty()) plans.emplace_back(g, mine);
+  if (!mine.empty()) plans.emplace_back(g, mine, names);
   for (node_id n = 0; n < g.node_count(); ++n)
-    for (const subgraph_ref& sub : g.subgraphs(n)) plan_graphs(*sub.body, chosen, plans);
+    for (const subgraph_ref& sub : g.subgraphs(n)) plan_graphs(*sub.body, chosen, plans, names);
 }
 
 // The domains the chosen edits use that the model does not import yet, at version 1.
@@ -221,9 +318,9 @@ inline void import_domains(onnx::ModelProto& m, const std::vector<candidate*>& c
 // Every graph's edits and the opset imports of one pass. Each graph's edit is worked out in full
 // before any is applied; the journal undoes what was applied if anything later fails.
 inline void commit(const graph& g, onnx::ModelProto& m, const std::vector<candidate*>& chosen,
-                   journal& edits, report& out) {
+                   journal& edits, report& out, name_pool& names) {
   std::vector<graph_edit> plans;
-  plan_graphs(g, chosen, plans);
+  plan_graphs(g, chosen, plans, names);
   std::size_t fusions = out.fusions.size();
   for (const graph_edit& p : plans) fusions += p.fusions.size();
   out.fusions.reserve(fusions);
@@ -324,7 +421,7 @@ inline void run_passes(model& m, std::span<const any_rule> running, const option
     for (const detail::candidate* c : chosen)
       for (const onnx::NodeProto& node : c->edit->nodes())
         written.insert(node.op_type() + " '" + node.name() + "'");  // as graph::describe
-    detail::commit(g, m.proto, chosen, edits, out);
+    detail::commit(g, m.proto, chosen, edits, out, names);
     ++out.passes;
   }
 }

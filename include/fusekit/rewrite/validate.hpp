@@ -25,6 +25,9 @@ struct footprint {
   std::span<const node_id> nodes;
   std::span<const value_id> reads;
   std::span<const value_id> replaced;
+  // Shapes and Sizes outside the match that read a matched value's dims, which the edit
+  // replaces where they are (graph/shape_source.hpp): they go, their outputs computed anew.
+  std::span<const node_id> rewired = {};
 };
 
 // Which matched nodes die: the roots, and every other matched node none of whose outputs is still
@@ -38,6 +41,10 @@ inline std::unordered_set<node_id> dead_nodes(const graph& g, std::span<const fo
     dead.insert(e.nodes.begin(), e.nodes.end());
     read.insert(e.reads.begin(), e.reads.end());
     replaced.insert(e.replaced.begin(), e.replaced.end());
+    for (node_id n : e.rewired) {
+      dead.insert(n);
+      for (value_id out : g.outputs(n)) replaced.insert(out);
+    }
   }
   auto needed = [&](value_id out) {
     if (out == no_id || replaced.contains(out)) return false;

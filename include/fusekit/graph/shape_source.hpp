@@ -1,0 +1,87 @@
+// Where else the dims of a value can be read, for a node that reads only them (Shape, Size).
+//
+// A fusion removes the nodes it matched; a Shape or Size outside the match that reads one of their
+// outputs needs nothing of it but its dims. Those are proven by the facts to be numbers (the reader
+// becomes a constant), or to be, in some order, the dims of a value the match reads from outside,
+// which stays (the reader then reads that value and picks its dims in order). Anything else leaves
+// the reader where it is, and the value it reads with it.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "fusekit/graph/facts.hpp"
+#include "fusekit/graph/graph.hpp"
+
+namespace fusekit {
+
+struct shape_source {
+  static constexpr std::size_t max_rank = 8;
+  value_id from = no_id;  // no_id: the dims are numbers, in `dims`
+  std::size_t rank = 0;
+  std::array<std::int64_t, max_rank> dims{};   // the numbers, when `from` is no_id
+  std::array<std::int64_t, max_rank> order{};  // dim i of the value is dim order[i] of `from`
+};
+
+// A node that reads only the dims of its input 0: ai.onnx Shape and Size.
+inline bool reads_only_dims(const graph& g, node_id n) {
+  const std::string_view op = g.op_type(n);
+  return g.domain(n).empty() && (op == "Shape" || op == "Size");
+}
+
+// Where `reader` (a Shape or Size) can read the dims of x once the nodes that `is_matched` names
+// are gone: numbers, or a value some matched node reads from outside the match (`each_matched`
+// calls its argument with every matched node) that is computed before `reader` and whose dims are
+// x's in some order. No allocation.
+template <class IsMatched, class EachMatched>
+std::optional<shape_source> shape_source_of(const graph& g, value_id x, node_id reader,
+                                            const IsMatched& is_matched,
+                                            const EachMatched& each_matched) {
+  const facts& f = facts_of(g);
+  const shape_fact& s = f.shape(x);
+  if (!s.known || s.rank() > shape_source::max_rank) return std::nullopt;
+  shape_source out;
+  out.rank = s.rank();
+  bool numbers = true;
+  for (std::size_t i = 0; i < s.rank(); ++i) {
+    const auto k = s.dims[i].constant();
+    numbers = numbers && k.has_value();
+    if (k) out.dims[i] = *k;
+  }
+  if (numbers) return out;
+  std::optional<shape_source> found;
+  // The inputs of x's own producer first: the value it reorders, most often.
+  auto try_inputs_of = [&](node_id m) {
+    for (value_id y : g.inputs(m)) {
+      if (found || y == no_id || f.rank(y) != s.rank()) continue;
+      const node_id p = g.producer(y);
+      if (p != no_id &&
+          (is_matched(p) || g.topological_position(p) > g.topological_position(reader)))
+        continue;
+      // Each dim of x to a dim of y proven equal to it, each of y's used once.
+      std::array<bool, shape_source::max_rank> used{};
+      shape_source candidate = out;
+      bool all = true;
+      for (std::size_t i = 0; i < s.rank() && all; ++i) {
+        all = false;
+        for (std::size_t j = 0; j < s.rank() && !all; ++j)
+          if (!used[j] && equal(s.dims[i], *f.dim_of(y, int(j))) == truth::yes) {
+            used[j] = true;
+            candidate.order[i] = std::int64_t(j);
+            all = true;
+          }
+      }
+      if (!all) continue;
+      candidate.from = y;
+      found = candidate;
+    }
+  };
+  if (const node_id p = g.producer(x); p != no_id && is_matched(p)) try_inputs_of(p);
+  each_matched(try_inputs_of);
+  return found;
+}
+
+}  // namespace fusekit
