@@ -97,7 +97,7 @@ void fuse_commit(benchmark::State& state) {
     state.ResumeTiming();
     {
       rewrite::detail::journal edits;
-      rewrite::detail::commit(*p->g, p->m.proto, chosen, edits, p->out);
+      rewrite::detail::commit(*p->g, p->m.proto, chosen, edits, p->out, *p->names);
       edits.keep();
     }
     state.PauseTiming();
