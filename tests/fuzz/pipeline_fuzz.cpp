@@ -1,7 +1,8 @@
 // The whole pipeline on attention-like graphs: the fuzz input is decoded into a structurally valid
 // model (one or two attention blocks with random dims, dtypes, opsets, scale forms, kᵀ layouts,
 // masks (causal ones too), casts, a decode step's key/value cache, repeat_kv, extra readers of
-// interior values, missing inputs, stray attributes, an If body), serialized, loaded and fused;
+// interior values (Shapes and Sizes of them too), missing inputs, stray attributes, an If body, a
+// model-local function holding it all), serialized, loaded and fused;
 // pipeline_check.hpp says what must hold.
 //
 // Every choice reads 0 from an exhausted input and 0 is the common case, so the empty input is a
@@ -352,6 +353,13 @@ void perturb(FuzzedDataProvider& in, graph_builder& g, const std::vector<value>&
       case 2:
         declare_output(g, v, t);
         break;
+      case 3:  // reads only the dims: rewired where the facts allow, else it pins the block
+        g.output(g.op("Shape", {v}, {{"start", in.ConsumeIntegralInRange<std::int64_t>(-2, 1)}}),
+                 dtype::int64);
+        break;
+      case 4:
+        g.output(g.op("Size", {v}), dtype::int64);
+        break;
       default:
         break;
     }
@@ -372,6 +380,46 @@ void perturb(FuzzedDataProvider& in, graph_builder& g, const std::vector<value>&
       node.set_input(in.ConsumeIntegralInRange(0, node.input_size() - 1),
                      in.ConsumeBool() ? "" : "undefined_value");
   }
+}
+
+// The main graph's nodes moved into a model-local function that one node calls, as torch's
+// export_modules_as_functions writes a module: the engine inlines the call when its body holds a
+// match.
+void wrap_in_a_function(onnx::ModelProto& m) {
+  onnx::GraphProto& g = *m.mutable_graph();
+  onnx::FunctionProto& f = *m.add_functions();
+  f.set_name("Block");
+  f.set_domain("local");
+  for (const auto& o : m.opset_import()) *f.add_opset_import() = o;
+  for (const auto& t : g.initializer()) {
+    onnx::NodeProto& c = *f.add_node();
+    c.set_op_type("Constant");
+    c.add_output(t.name());
+    onnx::AttributeProto& a = *c.add_attribute();
+    a.set_name("value");
+    a.set_type(onnx::AttributeProto::TENSOR);
+    *a.mutable_t() = t;
+  }
+  for (const auto& n : g.node()) *f.add_node() = n;
+  onnx::NodeProto call;
+  call.set_name("block");
+  call.set_op_type("Block");
+  call.set_domain("local");
+  for (const auto& v : g.input()) {
+    f.add_input(v.name());
+    call.add_input(v.name());
+  }
+  for (const auto& v : g.output()) {
+    f.add_output(v.name());
+    call.add_output(v.name());
+  }
+  g.clear_node();
+  g.clear_initializer();
+  g.clear_value_info();
+  *g.add_node() = std::move(call);
+  onnx::OperatorSetIdProto& local = *m.add_opset_import();
+  local.set_domain("local");
+  local.set_version(1);
 }
 
 fusekit::model attention_model(FuzzedDataProvider& in, fusekit::rules::attention_options& opts) {
@@ -411,7 +459,9 @@ fusekit::model attention_model(FuzzedDataProvider& in, fusekit::rules::attention
         {.outputs = then_branch.proto().output_size()});
     for (const value& r : results) declare_output(b, r, t);
   }
-  return {.proto = b.build(), .path = "attention.onnx"};
+  fusekit::model m{.proto = b.build(), .path = "attention.onnx"};
+  if (!in_body && in.ConsumeIntegralInRange(0, 3) == 2) wrap_in_a_function(m.proto);
+  return m;
 }
 
 }  // namespace
