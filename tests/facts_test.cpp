@@ -384,19 +384,41 @@ TEST(Facts, OpsWithoutARuleOfTheirOwnGetOnnxsRule) {
   EXPECT_EQ(facts_of(g).shape_text(id(g, padded)), "[B, 16, 6, 6]");
 }
 
-// AveragePool took dilations at opset 19: the rule of an older opset ignores them and would
-// prove a wrong size, so a libonnx that knows only older rules does not answer past its opsets.
+// Resize took an axes attribute at opset 18: the rule of an older opset reads the scales as one
+// per axis and would prove a wrong size, so a libonnx that knows only older rules does not
+// answer past its opsets.
 TEST(Facts, OnnxRulesThatChangedAfterTheLinkedLibraryDoNotAnswerForNewerOpsets) {
+  model_builder b(18);
+  auto x = b.input("x", dtype::float32, {"B", 3, 8, 8});
+  auto scales = b.initializer(dtype::float32, {2}, {2.0, 2.0});
+  auto resized = b.op("Resize", {x, value{}, scales}, {{"axes", std::vector<std::int64_t>{2, 3}}});
+  b.output(resized);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, resized)),
+            fusekit::schema_registry_opset() >= 18 ? "[B, 3, 16, 16]" : "unknown rank");
+}
+
+// Conv and pools keep a symbolic size where the stride is 1, and compute numbers at any stride
+// (AveragePool's dilations of opset 19 included).
+TEST(Facts, ASlidingWindowKeepsSymbolicSizesAtStrideOne) {
   model_builder b(19);
-  auto x = b.input("x", dtype::float32, {"B", 3, 32, 32});
+  auto x = b.input("x", dtype::float32, {"B", 3, "H", 32});
+  auto w = b.initializer(dtype::float32, {16, 3, 3, 3}, std::vector<double>(16 * 3 * 3 * 3));
+  auto same = b.op("Conv", {x, w}, {{"pads", std::vector<std::int64_t>{1, 1, 1, 1}}});
+  auto valid = b.op("Conv", {x, w});
+  auto strided = b.op("Conv", {x, w}, {{"strides", std::vector<std::int64_t>{2, 2}}});
   auto pooled = b.op("AveragePool", {x},
                      {{"kernel_shape", std::vector<std::int64_t>{3, 3}},
                       {"dilations", std::vector<std::int64_t>{2, 2}}});
-  b.output(pooled);
+  for (const auto& v : {same, valid, strided, pooled}) b.output(v);
   const auto model = b.build();
   const graph g(model);
-  EXPECT_EQ(facts_of(g).shape_text(id(g, pooled)),
-            fusekit::schema_registry_opset() >= 19 ? "[B, 3, 28, 28]" : "unknown rank");
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, same)), "[B, 16, H, 32]");
+  EXPECT_EQ(f.shape_text(id(g, valid)), "[B, 16, -2 + H, 30]");
+  EXPECT_EQ(f.shape_text(id(g, strided)), "[B, 16, dim 2 of 'Conv_3', 15]");
+  EXPECT_EQ(f.shape_text(id(g, pooled)), "[B, 3, -4 + H, 28]");
 }
 
 // Pad at every opset: pads from the attribute, from an input, and (opset 18) for the axes named;

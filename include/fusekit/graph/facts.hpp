@@ -643,6 +643,7 @@ class facts {
     if (op == "Flatten") return infer_flatten(n);
     if (op == "CumSum") return set(n, 0, in_shape(n, 0));
     if (op == "Pad") return infer_pad(n);
+    if (in(op, {"Conv", "MaxPool", "AveragePool", "LpPool"})) return infer_window(n, op);
   }
 
   void infer_unary(node_id n, std::string_view op) {
@@ -1311,6 +1312,62 @@ class facts {
       if (!axis) return;
       const sym d = x.dims[*axis] + (*pads)[k] + (*pads)[k + axes.size()];
       s.dims[*axis] = d.known() ? d : fresh(out(n), *axis);
+    }
+    set(n, 0, std::move(s));
+  }
+
+  // Conv and the pools slide a window over the spatial axes: out = ⌊(in + pads − dilation·(k−1)
+  // − 1) / stride⌋ + 1, "SAME" padding ⌈in / stride⌉. A symbolic size stays symbolic where the
+  // stride is 1 (no rounding); other strides on a symbolic size leave the dim to ONNX's rule.
+  void infer_window(node_id n, std::string_view op) {
+    const shape_fact& x = in_shape(n, 0);
+    if (!x.known || x.rank() < 3) return;
+    const std::size_t spatial = x.rank() - 2;
+    std::vector<std::int64_t> kernel;
+    if (auto k = g_.attribute_ints(n, "kernel_shape")) kernel.assign(k->begin(), k->end());
+    sym channels = x.dims[1];
+    if (op == "Conv") {
+      const shape_fact& w = in_shape(n, 1);
+      if (!w.known || w.rank() != x.rank()) return;
+      channels = w.dims[0];
+      if (kernel.empty())
+        for (std::size_t i = 0; i < spatial; ++i) {
+          const auto k = w.dims[2 + i].constant();
+          if (!k) return;
+          kernel.push_back(*k);
+        }
+    }
+    if (kernel.size() != spatial) return;
+    auto per_axis = [&](std::string_view attribute, std::int64_t fallback) {
+      std::vector<std::int64_t> v(spatial, fallback);
+      if (auto a = g_.attribute_ints(n, attribute); a && a->size() == spatial)
+        v.assign(a->begin(), a->end());
+      return v;
+    };
+    const auto strides = per_axis("strides", 1), dilations = per_axis("dilations", 1);
+    std::vector<std::int64_t> pads(2 * spatial, 0);
+    if (auto a = g_.attribute_ints(n, "pads"); a && a->size() == 2 * spatial)
+      pads.assign(a->begin(), a->end());
+    const std::string_view auto_pad = g_.attribute_string(n, "auto_pad").value_or("NOTSET");
+    if (g_.attribute_int(n, "ceil_mode").value_or(0) != 0) return;
+    shape_fact s{true, {x.dims[0], channels}};
+    for (std::size_t i = 0; i < spatial; ++i) {
+      const sym& d = x.dims[2 + i];
+      const std::int64_t stride = strides[i], reach = dilations[i] * (kernel[i] - 1) + 1;
+      const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+      if (!same && auto_pad != "NOTSET" && auto_pad != "VALID") return;
+      const std::int64_t padded =
+          auto_pad == "NOTSET" ? pads[i] + pads[i + spatial] + 1 - reach : 1 - reach;
+      if (stride < 1) return;
+      if (const auto k = d.constant()) {
+        const std::int64_t out = same ? (*k + stride - 1) / stride : (*k + padded - 1) / stride + 1;
+        if (out < 0) return;
+        s.dims.push_back(sym::constant(out));
+      } else if (stride == 1) {
+        s.dims.push_back(same ? d : d + sym::constant(padded));
+      } else {
+        s.dims.push_back(fresh(out(n), 2 + i));
+      }
     }
     set(n, 0, std::move(s));
   }
