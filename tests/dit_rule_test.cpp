@@ -510,43 +510,9 @@ TEST(DitFacts, AScaleFromASymbolicHeadSizeIsNotProvenANumber) {
 namespace {
 
 // The block as torch's export_modules_as_functions writes it: the body a model-local function
-// (its initializers Constant nodes), called once from the main graph by node 'attn'.
-model called_from_a_function(const model& body) {
-  const onnx::GraphProto& g = body.proto.graph();
-  model m{.proto = body.proto, .path = {}};
-  onnx::FunctionProto& f = *m.proto.add_functions();
-  f.set_name("AttentionBlock");
-  f.set_domain("local");
-  *f.mutable_opset_import() = body.proto.opset_import();
-  for (const auto& t : g.initializer()) {
-    onnx::NodeProto& c = *f.add_node();
-    c.set_op_type("Constant");
-    c.add_output(t.name());
-    onnx::AttributeProto& a = *c.add_attribute();
-    a.set_name("value");
-    a.set_type(onnx::AttributeProto::TENSOR);
-    *a.mutable_t() = t;
-  }
-  for (const auto& n : g.node()) *f.add_node() = n;
-  onnx::GraphProto& main = *m.proto.mutable_graph();
-  main.clear_node();
-  main.clear_initializer();
-  main.clear_value_info();
-  onnx::NodeProto& call = *main.add_node();
-  call.set_name("attn");
-  call.set_op_type("AttentionBlock");
-  call.set_domain("local");
-  for (const auto& v : g.input()) {
-    f.add_input(v.name());
-    call.add_input(v.name());
-  }
-  for (const auto& v : g.output()) {
-    f.add_output(v.name());
-    call.add_output(v.name());
-  }
-  onnx::OperatorSetIdProto& local = *m.proto.add_opset_import();
-  local.set_domain("local");
-  local.set_version(1);
+// called once from the main graph by node 'attn'.
+model called_from_a_function(model m) {
+  fusekit::build::move_into_local_function(m.proto, "AttentionBlock", "local", "attn");
   return m;
 }
 

@@ -277,20 +277,20 @@ std::string real_text(double x) {
   return std::string(buffer, end);
 }
 
+// A dim or an integer element: a number, a sympy expression, or null.
+nlohmann::ordered_json sym_json(const fusekit::facts& f, const fusekit::sym& d,
+                                std::set<std::string>& unreadable) {
+  if (const auto c = d.constant()) return *c;
+  if (auto text = sympy_text(f, d, unreadable)) return std::move(*text);
+  return nullptr;
+}
+
 nlohmann::ordered_json dims_json(const fusekit::facts& f, fusekit::value_id v,
                                  std::set<std::string>& unreadable) {
   const fusekit::shape_fact& s = f.shape(v);
   if (!s.known) return nullptr;
   nlohmann::ordered_json dims = nlohmann::ordered_json::array();
-  for (const fusekit::sym& d : s.dims) {
-    if (const auto c = d.constant()) {
-      dims.push_back(*c);
-    } else if (auto text = sympy_text(f, d, unreadable)) {
-      dims.push_back(std::move(*text));
-    } else {
-      dims.push_back(nullptr);
-    }
-  }
+  for (const fusekit::sym& d : s.dims) dims.push_back(sym_json(f, d, unreadable));
   return dims;
 }
 
@@ -306,15 +306,7 @@ nlohmann::ordered_json content_json(const fusekit::facts& f, const fusekit::cont
     }
     return out;
   }
-  for (const fusekit::sym& e : c.ints) {
-    if (const auto k = e.constant()) {
-      out.push_back(*k);
-    } else if (auto text = sympy_text(f, e, unreadable)) {
-      out.push_back(std::move(*text));
-    } else {
-      out.push_back(nullptr);
-    }
-  }
+  for (const fusekit::sym& e : c.ints) out.push_back(sym_json(f, e, unreadable));
   return out;
 }
 

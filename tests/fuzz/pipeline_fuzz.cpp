@@ -382,46 +382,6 @@ void perturb(FuzzedDataProvider& in, graph_builder& g, const std::vector<value>&
   }
 }
 
-// The main graph's nodes moved into a model-local function that one node calls, as torch's
-// export_modules_as_functions writes a module: the engine inlines the call when its body holds a
-// match.
-void wrap_in_a_function(onnx::ModelProto& m) {
-  onnx::GraphProto& g = *m.mutable_graph();
-  onnx::FunctionProto& f = *m.add_functions();
-  f.set_name("Block");
-  f.set_domain("local");
-  for (const auto& o : m.opset_import()) *f.add_opset_import() = o;
-  for (const auto& t : g.initializer()) {
-    onnx::NodeProto& c = *f.add_node();
-    c.set_op_type("Constant");
-    c.add_output(t.name());
-    onnx::AttributeProto& a = *c.add_attribute();
-    a.set_name("value");
-    a.set_type(onnx::AttributeProto::TENSOR);
-    *a.mutable_t() = t;
-  }
-  for (const auto& n : g.node()) *f.add_node() = n;
-  onnx::NodeProto call;
-  call.set_name("block");
-  call.set_op_type("Block");
-  call.set_domain("local");
-  for (const auto& v : g.input()) {
-    f.add_input(v.name());
-    call.add_input(v.name());
-  }
-  for (const auto& v : g.output()) {
-    f.add_output(v.name());
-    call.add_output(v.name());
-  }
-  g.clear_node();
-  g.clear_initializer();
-  g.clear_value_info();
-  *g.add_node() = std::move(call);
-  onnx::OperatorSetIdProto& local = *m.add_opset_import();
-  local.set_domain("local");
-  local.set_version(1);
-}
-
 fusekit::model attention_model(FuzzedDataProvider& in, fusekit::rules::attention_options& opts) {
   const std::int64_t opset =
       pick(in, std::array<std::int64_t, 9>{17, 23, 13, 11, 18, 21, 24, 7, 26});
@@ -460,7 +420,8 @@ fusekit::model attention_model(FuzzedDataProvider& in, fusekit::rules::attention
     for (const value& r : results) declare_output(b, r, t);
   }
   fusekit::model m{.proto = b.build(), .path = "attention.onnx"};
-  if (!in_body && in.ConsumeIntegralInRange(0, 3) == 2) wrap_in_a_function(m.proto);
+  if (!in_body && in.ConsumeIntegralInRange(0, 3) == 2)
+    fusekit::build::move_into_local_function(m.proto, "Block", "local", "block");
   return m;
 }
 

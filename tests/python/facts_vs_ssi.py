@@ -305,12 +305,6 @@ def compare(cli: str, path: str | pathlib.Path, declared: bool = False) -> Compa
                 entry = Entry(name, i, str(sd), str(fd), op, "differ")
                 (result.assumed if error or _assumed(s, f, dims) else
                  result.disagreements).append(entry)
-            if s is not None and f is None:
-                if fd is not None and _assumed(s, dims.parse(fd), dims):
-                    result.assumed.append(Entry(name, i, str(sd), str(fd), op, "assumed"))
-                else:
-                    result.ssi_only.append(Entry(name, i, str(sd), text(fd), op,
-                                                 f"{_what(s)} / fusekit dim unknown"))
     missed = {e.value for e in result.ssi_only}
     for e in result.ssi_only:
         e.first = not any(i in missed for i in made_by.get(e.value, ("?", []))[1])

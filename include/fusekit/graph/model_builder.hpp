@@ -316,4 +316,45 @@ class model_builder : public graph_builder {
   std::int64_t ir_version_ = 0;
 };
 
+// Moves the main graph's nodes into a model-local function `domain.name` (its initializers become
+// Constant nodes, its inputs and outputs the function's) that one node, `call`, calls: what
+// torch's export_modules_as_functions writes for a module.
+inline void move_into_local_function(onnx::ModelProto& m, const std::string& name,
+                                     const std::string& domain, const std::string& call) {
+  onnx::GraphProto& g = *m.mutable_graph();
+  onnx::FunctionProto& f = *m.add_functions();
+  f.set_name(name);
+  f.set_domain(domain);
+  for (const auto& o : m.opset_import()) *f.add_opset_import() = o;
+  for (const auto& t : g.initializer()) {
+    onnx::NodeProto& c = *f.add_node();
+    c.set_op_type("Constant");
+    c.add_output(t.name());
+    onnx::AttributeProto& a = *c.add_attribute();
+    a.set_name("value");
+    a.set_type(onnx::AttributeProto::TENSOR);
+    *a.mutable_t() = t;
+  }
+  for (const auto& n : g.node()) *f.add_node() = n;
+  onnx::NodeProto caller;
+  caller.set_name(call);
+  caller.set_op_type(name);
+  caller.set_domain(domain);
+  for (const auto& v : g.input()) {
+    f.add_input(v.name());
+    caller.add_input(v.name());
+  }
+  for (const auto& v : g.output()) {
+    f.add_output(v.name());
+    caller.add_output(v.name());
+  }
+  g.clear_node();
+  g.clear_initializer();
+  g.clear_value_info();
+  *g.add_node() = std::move(caller);
+  onnx::OperatorSetIdProto& local = *m.add_opset_import();
+  local.set_domain(domain);
+  local.set_version(1);
+}
+
 }  // namespace fusekit::build

@@ -377,12 +377,17 @@ inline std::set<std::string> calls_holding_matches(model& m, std::span<const any
         if (auto it = call_of.find(c.where->node(n).name()); it != call_of.end())
           wanted.insert(it->second->call);
     if (!opts.explain) drop_covered(attempt.near_misses);
+    // A matched node is described as "Op 'name'": the name says which call it came from.
+    auto call_holding = [&](const std::string& described) -> const inlined_call* {
+      const auto open = described.find('\''), close = described.rfind('\'');
+      if (open == std::string::npos || close <= open) return nullptr;
+      const auto it = call_of.find(std::string_view(described).substr(open + 1, close - open - 1));
+      return it == call_of.end() ? nullptr : it->second;
+    };
     for (near_miss& y : attempt.near_misses) {
       const inlined_call* holder = nullptr;
       for (const std::string& n : y.matched)
-        for (const inlined_call& c : trial)
-          for (const std::string& inner : c.nodes)
-            if (n.ends_with("'" + inner + "'")) holder = &c;
+        if (const inlined_call* c = call_holding(n)) holder = c;
       if (holder != nullptr && !wanted.contains(holder->call)) misses.push_back(std::move(y));
     }
   } catch (...) {

@@ -92,24 +92,29 @@ class DecodeStep(torch.nn.Module):
 
 
 @contextlib.contextmanager
-def _masks_without_vmap():
-    """transformers >= 4.53 builds its 4D masks with torch.vmap over an indexing mask function
-    (sdpa_mask_recent_torch), which the TorchScript tracer cannot follow ("IndexError:
+def masks_without_vmap():
+    """transformers 4.53 to 4.5x build their 4D masks with torch.vmap over an indexing mask
+    function (sdpa_mask_recent_torch), which the TorchScript tracer cannot follow ("IndexError:
     unordered_map::at" in custom_function_call_vmap). The library's own path for torch < 2.6,
     sdpa_mask_older_torch, builds the same mask with the padding applied outside vmap; the
-    TorchScript exports use it (eager_mask calls it through the module global)."""
-    saved = masking_utils.sdpa_mask, masking_utils.ALL_MASK_ATTENTION_FUNCTIONS._global_mapping["sdpa"]
-    masking_utils.sdpa_mask = masking_utils.sdpa_mask_older_torch
-    masking_utils.ALL_MASK_ATTENTION_FUNCTIONS._global_mapping["sdpa"] = masking_utils.sdpa_mask_older_torch
+    TorchScript exports use it (eager_mask calls it through the module global). Newer releases
+    build the mask without vmap and no longer have that path: nothing is patched there."""
+    older = getattr(masking_utils, "sdpa_mask_older_torch", None)
+    if older is None:
+        yield
+        return
+    mapping = masking_utils.ALL_MASK_ATTENTION_FUNCTIONS._global_mapping
+    saved = masking_utils.sdpa_mask, mapping["sdpa"]
+    masking_utils.sdpa_mask = mapping["sdpa"] = older
     try:
         yield
     finally:
-        masking_utils.sdpa_mask, masking_utils.ALL_MASK_ATTENTION_FUNCTIONS._global_mapping["sdpa"] = saved
+        masking_utils.sdpa_mask, mapping["sdpa"] = saved
 
 
 def _export(name: str, **kwargs) -> dict:
     torchscript = kwargs["exporter"] == "torchscript"
-    with _masks_without_vmap() if torchscript else contextlib.nullcontext():
+    with masks_without_vmap() if torchscript else contextlib.nullcontext():
         return _export_checked(name, **kwargs)
 
 

@@ -12,9 +12,10 @@ import functools
 
 import torch
 import transformers
-from transformers import masking_utils
 
 import common
+import decoders
+from decoders import Prefill
 
 BATCH = 2
 PREFILL = 8
@@ -122,37 +123,6 @@ FAMILIES = {
 }
 
 
-class Prefill(torch.nn.Module):
-    """input_ids, attention_mask -> logits, without a cache."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, input_ids, attention_mask):
-        return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                          use_cache=False).logits
-
-
-@contextlib.contextmanager
-def _masks_without_vmap():
-    """As decoders.py: transformers 4.53-4.5x build their sdpa masks with torch.vmap, which the
-    TorchScript tracer cannot follow; where the library still has sdpa_mask_older_torch (its own
-    path without vmap), the TorchScript exports use it. Newer releases build the mask without
-    vmap by default and no longer have it: nothing is patched there."""
-    older = getattr(masking_utils, "sdpa_mask_older_torch", None)
-    if older is None:
-        yield
-        return
-    mapping = masking_utils.ALL_MASK_ATTENTION_FUNCTIONS._global_mapping
-    saved = masking_utils.sdpa_mask, mapping["sdpa"]
-    masking_utils.sdpa_mask = mapping["sdpa"] = older
-    try:
-        yield
-    finally:
-        masking_utils.sdpa_mask, mapping["sdpa"] = saved
-
-
 def _inputs(batch: int, seq: int):
     ids = torch.randint(0, VOCAB, (batch, seq), dtype=torch.int64)
     mask = torch.ones(batch, seq, dtype=torch.int64)
@@ -173,7 +143,7 @@ def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
     recheck = _inputs(*RECHECK)
     names = ["input_ids", "attention_mask"]
     family = stem.removesuffix("_sdpa").removesuffix("_eager")
-    with _masks_without_vmap() if exporter == "torchscript" else contextlib.nullcontext():
+    with decoders.masks_without_vmap() if exporter == "torchscript" else contextlib.nullcontext():
         return common.export(
             Prefill(model), args, name, family=family, exporter=exporter, opset=opset,
             dtype="float32", blocks=LAYERS, input_names=names, output_names=["logits"],
