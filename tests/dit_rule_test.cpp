@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -352,7 +353,8 @@ struct prescaled_block {
   bool detour = false;           // kᵀ as Reshape → Transpose(0,2,1) → Reshape (dynamo)
   bool detour_regroups = false;  // …whose first Reshape regroups S and H instead of keeping them
   double k_factor = 0.5;         // 16^-¼ on both sides is the default scale
-  bool select_mask = false;      // Where(keep, scores, fill) instead of an additive mask
+  bool scale_q = true, scale_k = true;  // which sides have a factor at all
+  bool select_mask = false;             // Where(keep, scores, fill) instead of an additive mask
   double select_fill = -std::numeric_limits<double>::infinity();
   bool additive_mask = false;  // Add(scores, mask [1, 1, 6, 6]) and Where(IsNaN(p), 0, p)
 
@@ -384,7 +386,8 @@ struct prescaled_block {
       qs = ks = b.op("Sqrt", {inverse});
     }
     value scores =
-        b.op("MatMul", {b.op("Mul", {q, qs}), b.op("Mul", {kt, ks})}, {}, {.name = "scores"});
+        b.op("MatMul", {scale_q ? b.op("Mul", {q, qs}) : q, scale_k ? b.op("Mul", {kt, ks}) : kt},
+             {}, {.name = "scores"});
     if (select_mask)
       scores = b.op("Where",
                     {b.input("keep", dtype::boolean, {1, 1, 6, 6}), scores,
@@ -404,7 +407,7 @@ TEST(DitPrescaled, ConstantFactorsOfTheDefaultScaleFuseWithoutAScaleAttribute) {
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["scale"], 0.25);
-  EXPECT_EQ(report.fusions[0].params["scale_form"], "q and kᵀ pre-scaled");
+  EXPECT_EQ(report.fusions[0].params["scale_form"], "on q and kᵀ");
   for (const auto& n : m.proto.graph().node())
     if (n.op_type() == "MultiHeadAttention") {
       EXPECT_EQ(n.attribute_size(), 1);  // num_heads only
@@ -448,11 +451,51 @@ TEST(DitPrescaled, TheDynamoKeyDetourIsProvenATranspose) {
   EXPECT_EQ(report.fusions[0].params["k_layout"], "BNSH via a 3-D transpose");
 }
 
+TEST(DitPrescaled, UnequalFactorsMultiply) {
+  // (q·0.5)(kᵀ·0.25) is QKᵀ·0.125, however the model split it.
+  model m = prescaled_block{.k_factor = 0.25}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_NEAR(double(report.fusions[0].params["scale"]), 0.125, 1e-9);
+}
+
+TEST(DitPrescaled, AScaleOnOneSideOrNoneIsTheScaleTheOpApplies) {
+  // OPT and Whisper scale q and call SDPA with scale 1; T5 scales nothing.
+  for (const auto& [block, scale, form] :
+       {std::tuple{prescaled_block{.scale_k = false}, 0.5, "on q"},
+        std::tuple{prescaled_block{.scale_q = false}, 0.5, "on kᵀ"},
+        std::tuple{prescaled_block{.scale_q = false, .scale_k = false}, 1.0, "none"}}) {
+    model m = block.build();
+    const auto report = fusekit::rules::fuse_all(m);
+    ASSERT_EQ(report.fusions.size(), 1u) << form;
+    EXPECT_EQ(double(report.fusions[0].params["scale"]), scale);
+    EXPECT_EQ(report.fusions[0].params["scale_form"], form);
+  }
+}
+
+TEST(DitMasks, AMaskWhoseKeyLengthIsNotProvenIsExpandedToVsAsTheAddBroadcastIt) {
+  // transformers 5 under dynamo: the mask's key axis is attention_mask.view(batch, -1)'s, a
+  // length the facts cannot tie to the keys'. The ·V MatMul runs only where the Add gave v's key
+  // length, so the mask is that length or 1 there, and the op reads it expanded.
+  model_builder b(18);
+  auto q = b.input("q", dtype::float32, {"B", 4, "S", 8});
+  auto k = b.input("k", dtype::float32, {"B", 4, "S", 8});
+  auto v = b.input("v", dtype::float32, {"B", 4, "S", 8});
+  auto mask = b.input("mask", dtype::float32, {"B", 1, "S", "M"});
+  auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+  auto scores = b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float32, 0.125)});
+  auto p = b.op("Softmax", {b.op("Add", {scores, mask})}, {{"axis", -1}});
+  b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
+  model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["bias_keys"],
+            "expanded to v's key length, as the model's Add broadcast it");
+  const auto ops = op_types(m);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Expand"), 1);
+}
+
 TEST(DitPrescaled, NearMisses) {
-  // The factors multiply to 0.5·0.25: valid arithmetic, but not how torch splits one scale.
-  EXPECT_EQ(near_miss_of(prescaled_block{.k_factor = 0.25}.build()),
-            "MatMul 'context': the scale factors on q (0.5) and kᵀ (0.25) differ; torch's "
-            "decomposition scales both by one √scale");
   // A select whose fill is no −inf: added as a bias, −10000 would not hide what it hid.
   EXPECT_EQ(near_miss_of(prescaled_block{.select_mask = true, .select_fill = -1e4}.build()),
             "MatMul 'context': the select fills masked scores with -10000, neither −inf nor at "
@@ -486,7 +529,7 @@ namespace {
 
 // SDPA's run-time scale read from a head size the model leaves symbolic: the Sqrt is one element,
 // but its value is not known, and the near miss says so rather than calling it no scalar.
-TEST(DitFacts, AScaleFromASymbolicHeadSizeIsNotProvenANumber) {
+TEST(DitFacts, AFactorOfUnknownValueStaysWhereItIsAndTheOpScalesByOne) {
   model_builder b(17);
   auto q = b.input("q", dtype::float32, {1, 4, "S", "D"});
   auto k = b.input("k", dtype::float32, {1, 4, "S", "D"});
@@ -499,10 +542,14 @@ TEST(DitFacts, AScaleFromASymbolicHeadSizeIsNotProvenANumber) {
   auto s = b.op("MatMul", {b.op("Mul", {q, root}), b.op("Mul", {kt, root})});
   auto p = b.op("Softmax", {s}, {{"axis", -1}});
   b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
-  EXPECT_EQ(near_miss_of(b.build_model()),
-            "MatMul 'context': input 1 of Mul 'Mul_6', input 0 of MatMul 'MatMul_8', input 0 of "
-            "Softmax 'Softmax_9', input 0 of MatMul 'context': Sqrt 'head_root': not proven a "
-            "scalar of known value");
+  // √D is no number the facts prove: the op reads q·√D and kᵀ·√D as computed, and scales by 1.
+  model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(double(report.fusions[0].params["scale"]), 1.0);
+  EXPECT_EQ(report.fusions[0].params["scale_form"], "none");
+  const auto ops = op_types(m);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Mul"), 2);
 }
 
 }  // namespace
@@ -530,6 +577,16 @@ TEST(DitFunctions, ABlockInsideALocalFunctionIsInlinedAndFused) {
   const std::string once = bytes(m);
   fusekit::rules::fuse_all(m);
   EXPECT_EQ(bytes(m), once);
+}
+
+TEST(DitFunctions, ABodyThatReadsAValueNothingDefinesBreaksTheInvariants) {
+  model m = called_from_a_function(block{}.build());
+  m.proto.mutable_functions(0)->mutable_node(1)->set_input(0, "nowhere");
+  const auto& n = m.proto.functions(0).node(1);
+  EXPECT_EQ(fusekit::testing::error_of([&] { fusekit::rewrite::check_invariants(m); }),
+            "function local.AttentionBlock: node " + n.op_type() + " '" + n.name() +
+                "': input 'nowhere' is neither an input of the function nor an output of an "
+                "earlier node");
 }
 
 TEST(DitFunctions, ACallWhoseBodyHoldsNoMatchStaysACallAndItsNearMissIsReported) {

@@ -39,7 +39,7 @@ T pick(FuzzedDataProvider& in, const std::array<T, N>& options) {
 enum class declared { exact, symbolic, none, rank_dropped };
 enum class key_form { bnsh, bsnh, bnhs, detour, repeat_detour };
 enum class casts { none, round_trip, up_only, down_only, through_float64 };
-enum class scale_form { mul, mul_left, div, pre_scaled, pre_scaled_unequal, none };
+enum class scale_form { mul, mul_left, div, pre_scaled, pre_scaled_unequal, q_only, k_only, none };
 enum class scale_source { initializer, constant_node, graph_input, rank1, rank5, two_elements };
 enum class mask_form {
   none,
@@ -70,9 +70,10 @@ class block_maker {
     const auto v = repeated(
         cached(input("v", {n_.b, n_.h_kv, n_.l, n_.d_v}, {"B", "Hkv", "L", "Dv"}), "v", n_.d_v),
         n_.d_v);
-    const auto form = pick(
-        in_, std::array{scale_form::mul, scale_form::div, scale_form::mul_left,
-                        scale_form::pre_scaled, scale_form::pre_scaled_unequal, scale_form::none});
+    const auto form =
+        pick(in_, std::array{scale_form::mul, scale_form::div, scale_form::mul_left,
+                             scale_form::pre_scaled, scale_form::pre_scaled_unequal,
+                             scale_form::q_only, scale_form::k_only, scale_form::none});
     const auto cast = pick(in_, std::array{casts::none, casts::round_trip, casts::up_only,
                                            casts::down_only, casts::through_float64});
     const dtype wide = cast == casts::through_float64 ? dtype::float64 : dtype::float32;
@@ -89,6 +90,12 @@ class block_maker {
       const value fk = form == scale_form::pre_scaled ? fq : scale(t_, root * 2);
       scores = interior(
           g_.op("MatMul", {interior(g_.op("Mul", {q, fq})), interior(g_.op("Mul", {kt, fk}))}));
+      if (up) scores = interior(g_.op("Cast", {scores}, {{"to", wide}}));
+    } else if (form == scale_form::q_only || form == scale_form::k_only) {
+      const value f = scale(t_, scale_value());
+      scores = form == scale_form::q_only
+                   ? interior(g_.op("MatMul", {interior(g_.op("Mul", {f, q})), kt}))
+                   : interior(g_.op("MatMul", {q, interior(g_.op("Mul", {kt, f}))}));
       if (up) scores = interior(g_.op("Cast", {scores}, {{"to", wide}}));
     } else {
       scores = interior(g_.op("MatMul", {q, kt}));

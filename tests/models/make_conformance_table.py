@@ -47,12 +47,19 @@ def main() -> int:
     cli = sys.argv[1]
     manifest = json.loads(conformance.MANIFEST.read_text())
     peers = json.loads(PEERS.read_text()) if PEERS.exists() else {"versions": {}, "results": {}}
-    rows, reasons = [], {}
-    totals = {"blocks": 0, "ort": 0, "onnx": 0, "onnx_blocks": 0}
-    peer_totals = {p: 0 for p in PEER_NAMES}
+    # One table per version set: the versions a fixture was exported with, the manifest's
+    # unless the fixture names its own.
+    sets: dict[str, dict] = {}
+    reasons = {}
     with tempfile.TemporaryDirectory() as work:
         for fixture in conformance.fixtures():
             stem = fixture["file"].removesuffix(".onnx")
+            set_versions = fixture.get("versions", manifest["versions"])
+            group = sets.setdefault(json.dumps(set_versions, sort_keys=True), {
+                "versions": set_versions, "rows": [],
+                "totals": {"blocks": 0, "ort": 0, "onnx": 0, "onnx_blocks": 0},
+                "peers": {p: 0 for p in PEER_NAMES}})
+            totals, peer_totals = group["totals"], group["peers"]
             cells = {}
             for target in conformance.TARGETS:
                 if target not in conformance.targets_of(fixture):
@@ -73,19 +80,15 @@ def main() -> int:
                 r = peer_results.get(p)
                 if r and not r.get("error") and r.get("matches") is not False:
                     peer_totals[p] += r["fused"]
-            marked = f"`{stem}`" + (" †" if "versions" in fixture else "")
-            rows.append(f"| {marked} | {fixture['exporter']} | {fixture['opset']} | "
-                        f"{fixture['dtype']} | {fixture['blocks']} | {cells['ort']} | "
-                        f"{cells['onnx']} | " +
-                        " | ".join(peer_cell(peer_results.get(p), fixture["blocks"])
-                                   for p in PEER_NAMES) + " |")
-    versions = ", ".join(f"{k} {v}" for k, v in manifest["versions"].items())
-    newer = {json.dumps(f["versions"], sort_keys=True): f["versions"]
-             for f in manifest["fixtures"] if "versions" in f}
-    if newer:
-        versions += "; † with " + "; ".join(", ".join(f"{k} {v}" for k, v in v_.items())
-                                           for v_ in newer.values())
+            group["rows"].append(f"| `{stem}` | {fixture['exporter']} | {fixture['opset']} | "
+                                 f"{fixture['dtype']} | {fixture['blocks']} | {cells['ort']} | "
+                                 f"{cells['onnx']} | " +
+                                 " | ".join(peer_cell(peer_results.get(p), fixture["blocks"])
+                                            for p in PEER_NAMES) + " |")
     peer_versions = ", ".join(f"{k} {v}" for k, v in peers["versions"].items()) or "not run"
+    overall = {k: sum(g["totals"][k] for g in sets.values()) for k in ("blocks", "ort", "onnx",
+                                                                        "onnx_blocks")}
+    overall_peers = {p: sum(g["peers"][p] for g in sets.values()) for p in PEER_NAMES}
     out = [
         "# Conformance on real exports",
         "",
@@ -99,18 +102,35 @@ def main() -> int:
         "fusekit's results are checked in CI by `tests/python/test_conformance.py` (ONNX Runtime "
         "parity on random inputs for every cell).",
         "",
-        f"Exported with {versions}. Peers: {peer_versions}.",
+        f"Peers: {peer_versions}. One table per version set, the versions the fixtures were "
+        "exported with.",
         "",
-        f"Totals: fusekit `--target ort` {totals['ort']}/{totals['blocks']}, `--target onnx` "
-        f"{totals['onnx']}/{totals['onnx_blocks']} (opset ≥ 23 fixtures); " +
-        ", ".join(f"{PEER_NAMES[p]} {n}/{totals['blocks']}" for p, n in peer_totals.items()) +
-        " (peers: fused with outputs matching).",
+        f"All sets: fusekit `--target ort` {overall['ort']}/{overall['blocks']}, `--target onnx` "
+        f"{overall['onnx']}/{overall['onnx_blocks']}; " +
+        ", ".join(f"{PEER_NAMES[p]} {n}/{overall['blocks']}" for p, n in overall_peers.items()) +
+        ".",
         "",
-        "| fixture | exporter | opset | dtype | blocks | fusekit ort | fusekit onnx | " +
-        " | ".join(PEER_NAMES.values()) + " |",
-        "|---|---|---|---|---|---|---|" + "---|" * len(PEER_NAMES),
-        *rows,
-        "",
+    ]
+    for group in sorted(sets.values(), key=lambda g: g["versions"].get("transformers", "")):
+        totals, peer_totals = group["totals"], group["peers"]
+        versions = ", ".join(f"{k} {v}" for k, v in group["versions"].items())
+        out += [
+            f"## transformers {group['versions'].get('transformers', '?')}",
+            "",
+            f"Exported with {versions}.",
+            "",
+            f"Totals: fusekit `--target ort` {totals['ort']}/{totals['blocks']}, `--target onnx` "
+            f"{totals['onnx']}/{totals['onnx_blocks']} (opset ≥ 23 fixtures); " +
+            ", ".join(f"{PEER_NAMES[p]} {n}/{totals['blocks']}" for p, n in peer_totals.items())
+            + " (peers: fused with outputs matching).",
+            "",
+            "| fixture | exporter | opset | dtype | blocks | fusekit ort | fusekit onnx | " +
+            " | ".join(PEER_NAMES.values()) + " |",
+            "|---|---|---|---|---|---|---|" + "---|" * len(PEER_NAMES),
+            *group["rows"],
+            "",
+        ]
+    out += [
         "## Why the rest did not fuse (fusekit's report)",
         "",
     ]

@@ -24,7 +24,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 PACKAGES = ["onnxruntime", "onnxscript", "onnx-ir", "onnxsim", "onnx", "numpy", "sympy",
             "packaging", "coloredlogs"]
 ENCODERS = ("bert", "bart_encoder", "clip_text", "vit", "whisper_encoder", "t5_encoder")
-DECODERS = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "gpt_neox", "gpt_bigcode", "opt")
+DECODERS = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "gpt_neox", "gpt_bigcode", "opt",
+            "gemma2", "bloom")
 TIME_LIMIT = 600
 
 

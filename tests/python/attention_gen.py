@@ -50,7 +50,7 @@ class Block:
     kv_batch: int = 0  # 0: b; 1 broadcasts k and v over q's batch
     opset: int = 17
     scale: float = 0.5
-    scale_form: str = "mul"  # mul | mul_left | div | pre
+    scale_form: str = "mul"  # mul | mul_left | div | pre | q | k | none
     scale_shape: tuple = ()
     scale_values: int = 1  # elements of the scale tensor (>1: not a scalar)
     divisor: float | None = None  # div: the constant written, when not 1/scale
@@ -218,6 +218,17 @@ def build(blk: Block) -> onnx.ModelProto:
         root = math.sqrt(blk.scale)
         scores = g.op("MatMul", [g.op("Mul", [q, scale_const(root, dt)]),
                                  g.op("Mul", [kt, scale_const(root, dt)])])
+        if blk.casts != "none":
+            scores = g.op("Cast", [scores], to=ONNX_TYPE[st])
+        scaled = scores
+    elif blk.scale_form in ("q", "k", "none"):
+        # A factor on one side (OPT, Whisper), or none (T5): the op scales by what is there.
+        factor = scale_const(blk.scale, dt)
+        if blk.scale_form == "q":
+            q = g.op("Mul", [q, factor])
+        elif blk.scale_form == "k":
+            kt = g.op("Mul", [factor, kt])
+        scores = g.op("MatMul", [q, kt])
         if blk.casts != "none":
             scores = g.op("Cast", [scores], to=ONNX_TYPE[st])
         scaled = scores
@@ -397,6 +408,8 @@ KINDS: list[Kind] = [
     Kind("mul_by_constant", _set(scale_form=lambda b, r: ["mul", "mul_left"][r.integers(2)])),
     Kind("pre_scaled", _set(scale_form="pre", casts="none")),
     Kind("pre_scaled_cast_round_trip", _set(scale_form="pre", dtype=np.float16, casts="float32")),
+    Kind("scale_on_one_side", _set(scale_form=lambda b, r: ["q", "k"][r.integers(2)])),
+    Kind("no_scale", _set(scale_form="none")),
     Kind("k_bsnh", _set(k_layout="bsnh")),
     Kind("kt_given_bnhs", _set(k_layout="bnhs")),
     Kind("k_detour_3d", _set(k_layout="detour", shapes="static")),
@@ -405,6 +418,9 @@ KINDS: list[Kind] = [
     Kind("float32_no_casts", _set(dtype=np.float32, casts="none")),
     Kind("mask_input", _set(mask=_mask_shape, casts=_no_casts)),
     Kind("mask_where_bool", _set(mask="where", casts=_no_casts, nan_guard=True)),
+    # One bias for every key: the fused op reads it expanded to the key length, as Add broadcast it.
+    Kind("mask_broadcast_over_keys", _set(l=3, mask=lambda b, r: (b.b, b.h, b.s, 1),
+                                          casts=_no_casts)),
     # Causality alone, proven, as many queries as keys: the op's own causal form, no bias.
     Kind("mask_causal_trilu", _set(mask="causal_trilu", casts=_no_casts, shapes="static",
                                    l=lambda b, r: b.s), notes={"mask": "causal, the op's own"}),
@@ -463,8 +479,6 @@ KINDS: list[Kind] = [
     Kind("softmax_opset11_default_axis", _set(opset=11, softmax_axis=None, h=2),
          breaks=dict.fromkeys(BOTH, "opset 11's default axis 1 normalises over heads, sequence "
                                     "and keys together")),
-    Kind("mask_key_broadcast", _set(l=3, mask=lambda b, r: (b.b, b.h, b.s, 1), casts=_no_casts),
-         breaks=dict.fromkeys(BOTH, "a mask broadcast over keys is no attention bias shape")),
     Kind("mask_2d", _set(mask=lambda b, r: (b.s, b.l), casts=_no_casts),
          breaks={"ort": "MultiHeadAttention's attention bias is 4-D"}),
     # Softmax over axis -1: axis 3 of the 5-D scores is no longer the key axis.

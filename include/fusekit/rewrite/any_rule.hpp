@@ -78,6 +78,16 @@ bool resembles(const graph& g, node_id n) {
     return true;
 }
 
+// And which anchors are surely its block (R::is_its_block(g, n)): a failed match there is a near
+// miss however early it failed, so that no block the rule exists for is missed silently.
+template <class R>
+bool is_its_block(const graph& g, node_id n) {
+  if constexpr (requires { R::is_its_block(g, n); })
+    return R::is_its_block(g, n);
+  else
+    return false;
+}
+
 // The Shapes and Sizes outside c's match that read a matched value's dims, and where the edit
 // lets them read those dims instead (the pattern admitted the match on that condition).
 inline void find_dims_readers(const graph& g, candidate& c) {
@@ -125,7 +135,7 @@ void attempt(const void* rule_options, const graph& g, attempt_sink& to) {
       pattern::match(R::pattern, g, n, &why);
       // A near miss got as far as the op type of the rule's near_miss_depth-th node. Failing
       // before that, on the anchor's own inputs, is not one.
-      if (to.run.explain || why.progress + 1 >= 2 * near_miss_depth<R>())
+      if (to.run.explain || why.progress + 1 >= 2 * near_miss_depth<R>() || is_its_block<R>(g, n))
         to.out.near_misses.push_back(
             {std::string(R::name), g.describe(n), why.message, why.depth,
              describe_all(g, why.matched),

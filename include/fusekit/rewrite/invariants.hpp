@@ -1,5 +1,6 @@
 // The invariants every rewrite keeps: every input has a producer, no cycles, no name defined twice
-// (the index checks these as it is built), and the ONNX checker passes where libonnx knows the
+// (the index checks these as it is built, function_body_error the first in the bodies of
+// model-local functions), and the ONNX checker passes where libonnx knows the
 // model's opsets — unless the model came in failing it already: ONNX Runtime runs many models the
 // checker rejects (an output with no shape, an empty graph name, nodes out of order), and fusing
 // them is no reason to refuse. Every message is one line.
@@ -11,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/io/error.hpp"
@@ -47,9 +49,29 @@ inline std::string checker_error(const model& m) {
   return {};
 }
 
+// The index's first invariant for the bodies of model-local functions, which it does not build:
+// every node input is an input of the function or an output of an earlier node ("" when so). A
+// body that breaks it cannot be inlined, nor run.
+inline std::string function_body_error(const model& m) {
+  for (const auto& f : m.proto.functions()) {
+    std::unordered_set<std::string_view> defined(f.input().begin(), f.input().end());
+    for (const auto& n : f.node()) {
+      for (const auto& in : n.input())
+        if (!in.empty() && !defined.contains(in))
+          return "function " + f.domain() + "." + f.name() + ": node " + n.op_type() + " '" +
+                 n.name() + "': input '" + in +
+                 "' is neither an input of the function nor an output of an earlier node";
+      defined.insert(n.output().begin(), n.output().end());
+    }
+  }
+  return {};
+}
+
 // Throws when `m` breaks an invariant, the checker's included.
 inline void check_invariants(const model& m) {
   const graph g(m);
+  if (std::string why = function_body_error(m); !why.empty())
+    throw error(why, {.file = m.path.string()});
   if (std::string why = checker_error(m); !why.empty())
     throw error("the ONNX checker rejects the model: " + why, {.file = m.path.string()});
 }

@@ -180,39 +180,52 @@ inline constexpr auto folded_scalar = [](const facts& f, value_id v) {
   return truth::unknown;
 };
 
-// Post-scaled, as hand-written F5-TTS exporters write it: MatMul(q, kᵀ) → [Cast] → Mul|Div.
-inline constexpr auto scores = op<"MatMul">(capture<"q">, k_transposed).bind<"scores">();
+// The scale is what the block applies, wherever it does: a factor on q (OPT and Whisper scale q
+// before calling SDPA with scale 1), on kᵀ, on both (torch's SDPA decomposition: q·√s and kᵀ·√s),
+// on the scores (hand-written F5-TTS exporters: MatMul(q, kᵀ) → [Cast] → Mul|Div), or none at all
+// (T5; a block whose scale an earlier projection applied). The fused op's scale is their product,
+// and 1 where there is none. Each factor is a constant or folded by the facts (GPT-2's TorchScript
+// export divides by ConstantOfShape([]) + Pow(8, 0.5); torch's decomposition computes √s from q's
+// shape at run time).
+inline constexpr auto q_side = any_of(
+    commutative(op<"Mul">(
+        capture<"q">, capture<"q_factor">.proven_value("a scalar of known value", folded_scalar))),
+    capture<"q">);
+inline constexpr auto k_side = any_of(
+    commutative(op<"Mul">(
+        k_transposed, capture<"k_factor">.proven_value("a scalar of known value", folded_scalar))),
+    k_transposed);
+inline constexpr auto scores = op<"MatMul">(q_side, k_side).bind<"scores">();
+// torch's decomposition in float16 may compute the softmax in float32: a Cast after the MatMul.
 inline constexpr auto widened = optional<"Cast">(scores).bind<"up">();
-// The scale is a constant, or folded by the facts (GPT-2's TorchScript export divides by
-// ConstantOfShape([]) + Pow(8, 0.5)).
-inline constexpr auto post_scaled = any_of(
+inline constexpr auto logits = any_of(
     commutative(op<"Mul">(widened, constant_scalar<"scale">)),
     op<"Div">(widened, constant_scalar<"divisor">),
     commutative(op<"Mul">(
         widened, capture<"scale_folded">.proven_value("a scalar of known value", folded_scalar))),
     op<"Div">(widened,
-              capture<"divisor_folded">.proven_value("a scalar of known value", folded_scalar)));
-// Pre-scaled, torch's SDPA decomposition: MatMul(q·√s, kᵀ·√s).
-inline constexpr auto pre_scaled =
-    op<"MatMul">(
-        commutative(op<"Mul">(capture<"q">, capture<"q_factor">.proven_value(
-                                                "a scalar of known value", folded_scalar))),
-        commutative(op<"Mul">(k_transposed, capture<"k_factor">.proven_value(
-                                                "a scalar of known value", folded_scalar))))
-        .bind<"scores">();
-// torch's decomposition in float16 may compute the softmax in float32: a Cast after the MatMul.
-inline constexpr auto pre_scaled_widened = optional<"Cast">(pre_scaled).bind<"up">();
+              capture<"divisor_folded">.proven_value("a scalar of known value", folded_scalar)),
+    widened);
+// Gemma 2's logit soft-capping, tanh(s / c) · c on the scaled scores before the mask: matched so
+// that the refusal can say what the block does, which neither fused op computes as the model does.
+inline constexpr auto soft_capped =
+    commutative(op<"Mul">(op<"Tanh">(any_of(
+                              op<"Div">(logits, capture<"cap">.proven_value(
+                                                    "a scalar of known value", folded_scalar)),
+                              commutative(op<"Mul">(logits, capture<"cap_inverse">)))),
+                          capture<"cap_out">))
+        .bind<"softcap">();
+inline constexpr auto scored = any_of(logits, soft_capped);
 // The masks exporters write: an additive one on the scaled scores (Where(bool, 0, −inf|finfo.min)
 // or a model input), a select as GPT-2's eager attention writes it (Where(causal, scores,
 // finfo.min), then maybe the padding mask added), each the fused ops' attention bias when its
 // shape is one they take.
-inline constexpr auto logits = any_of(post_scaled, pre_scaled_widened);
 inline constexpr auto selected = any_of(
-    op<"Where">(capture<"keep">, transparent(logits), constant_scalar<"fill">).bind<"select">(),
-    op<"Where">(capture<"hide">, constant_scalar<"fill">, transparent(logits)).bind<"select">());
+    op<"Where">(capture<"keep">, transparent(scored), constant_scalar<"fill">).bind<"select">(),
+    op<"Where">(capture<"hide">, constant_scalar<"fill">, transparent(scored)).bind<"select">());
 inline constexpr auto masked =
     any_of(commutative(op<"Add">(selected, capture<"mask">)),
-           commutative(op<"Add">(logits, capture<"mask">)), selected, logits);
+           commutative(op<"Add">(scored, capture<"mask">)), selected, scored);
 inline constexpr auto softmax = op<"Softmax">(masked).attr<"axis">(last_axis).bind<"softmax">();
 // torch's SDPA decomposition zeroes the rows a mask hides entirely: Where(IsNaN(p), 0, p).
 inline constexpr auto guarded =
@@ -226,23 +239,40 @@ inline constexpr auto core = op<"MatMul">(
 inline constexpr auto merged =
     op<"Reshape">(op<"Transpose">(core).attr<"perm">(ints(0, 2, 1, 3)), any());
 
-// The scale the block applies to QKᵀ: the post-scale, or the product of the two pre-scale
-// factors.
+// The scale the block applies to QKᵀ: the product of its factors on q, kᵀ and the scores.
 template <class M>
 double scale_of(const graph& g, const M& m) {
-  if (has<"scale">(m)) return get<"scale">(m);
-  if (has<"divisor">(m)) return 1.0 / get<"divisor">(m);
   const facts& f = facts_of(g);
-  if (has<"scale_folded">(m)) return *f.real_scalar(get<"scale_folded">(m));
-  if (has<"divisor_folded">(m)) return 1.0 / *f.real_scalar(get<"divisor_folded">(m));
-  return *f.real_scalar(get<"q_factor">(m)) * *f.real_scalar(get<"k_factor">(m));
+  double scale = 1.0;
+  if (has<"q_factor">(m)) scale *= *f.real_scalar(get<"q_factor">(m));
+  if (has<"k_factor">(m)) scale *= *f.real_scalar(get<"k_factor">(m));
+  if (has<"scale">(m)) scale *= get<"scale">(m);
+  if (has<"divisor">(m)) scale /= get<"divisor">(m);
+  if (has<"scale_folded">(m)) scale *= *f.real_scalar(get<"scale_folded">(m));
+  if (has<"divisor_folded">(m)) scale /= *f.real_scalar(get<"divisor_folded">(m));
+  return scale;
+}
+
+// Where the block applies its scale, for the report: "on q and kᵀ", "on the scores", "none".
+template <class M>
+std::string scale_form(const M& m) {
+  std::vector<const char*> on;
+  if (has<"q_factor">(m)) on.push_back("q");
+  if (has<"k_factor">(m)) on.push_back("kᵀ");
+  if (has<"scale">(m) || has<"divisor">(m) || has<"scale_folded">(m) || has<"divisor_folded">(m))
+    on.push_back("the scores");
+  if (on.empty()) return "none";
+  std::string out = "on";
+  for (std::size_t i = 0; i < on.size(); ++i)
+    out += std::string(i == 0 ? " " : i + 1 == on.size() ? " and " : ", ") + on[i];
+  return out;
 }
 
 // kᵀ as the QKᵀ MatMul reads it.
 template <class M>
 value_id key_transposed(const graph& g, const M& m) {
   const node_id scores = get<"scores">(m);
-  if (has<"q_factor">(m)) {
+  if (has<"k_factor">(m)) {
     const node_id scaled_k = g.producer(g.input(scores, 1));
     const value_id a = g.input(scaled_k, 0);
     return a == get<"k_factor">(m) ? g.input(scaled_k, 1) : a;
@@ -256,6 +286,33 @@ inline bool softmax_upstream(const graph& g, node_id n) {
   for (int step = 0; step < 8 && n != no_id; ++step) {
     if (g.op_type(n) == "Softmax" && g.domain(n).empty()) return true;
     n = g.producer(g.input(n, 0));
+  }
+  return false;
+}
+
+// Whether a MatMul within a few nodes upstream of x computes it (QKᵀ, in whatever form).
+inline bool computed_from_a_product(const graph& g, value_id x, int depth = 6) {
+  const node_id p = g.producer(x);
+  if (p == no_id || depth == 0 || !g.domain(p).empty()) return false;
+  if (g.op_type(p) == "MatMul") return true;
+  for (value_id in : g.inputs(p))
+    if (in != no_id && computed_from_a_product(g, in, depth - 1)) return true;
+  return false;
+}
+
+// The ·V MatMul of an attention block, however the rest is spelled: its first input is a
+// Softmax's, through ops that keep its values (a Reshape, a Cast, the NaN guard's Where, an
+// identity at inference), and that Softmax reads what a MatMul computed. Such a block is never
+// missed silently.
+inline bool reads_attention_probabilities(const graph& g, node_id n) {
+  if (g.op_type(n) != "MatMul" || !g.domain(n).empty()) return false;
+  node_id p = g.producer(g.input(n, 0));
+  for (int step = 0; step < 5 && p != no_id && g.domain(p).empty(); ++step) {
+    const std::string_view op = g.op_type(p);
+    if (op == "Softmax") return computed_from_a_product(g, g.input(p, 0));
+    if (op != "Reshape" && op != "Cast" && op != "Where" && op != "Identity" && op != "Dropout")
+      return false;
+    p = g.producer(g.input(p, op == "Where" ? 2 : 0));
   }
   return false;
 }
@@ -343,8 +400,36 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
       dims.reset();
     c.bias_text += (c.bias_text.empty() ? "" : " + ") + f.shape_text(part);
   }
+  // The ·V MatMul reads as many probabilities per query as v has keys, so the model runs only
+  // where the bias's key axis broadcasts to v's key length: one the facts do not prove that
+  // length is 1 or equal to it at run time, and expanding it there is what the Add did.
+  if (dims && !dims->empty() && f.rank(c.v) == 4u &&
+      equal(dims->back(), *f.dim_of(c.v, 2)) != truth::yes) {
+    if (dims->size() < 4) dims->insert(dims->begin(), 4 - dims->size(), sym::constant(1));
+    dims->back() = *f.dim_of(c.v, 2);
+    c.bias_expanded_over_keys = true;
+  }
   c.bias_dims = std::move(dims);
   return c;
+}
+
+// Why a soft-capped block stays as it is. MultiHeadAttention has no cap. Attention-23 has
+// `softcap`, but where it applies relative to the mask changed: ONNX Runtime 1.23 caps after
+// adding the mask (−inf becomes −c, and hidden keys get weight), later versions and the ONNX
+// reference before it, as the model does; the fused model's meaning would depend on the runtime.
+template <class M>
+rewrite::verdict soft_capping_refused(const graph& g, const M& m, const attention_options& o) {
+  const facts& f = facts_of(g);
+  const auto cap = f.real_scalar(get<"cap_out">(m));
+  const std::string c = cap ? pattern::number_text(*cap) : "c";
+  const std::string what = "the scores are soft-capped before Softmax (tanh(s / " + c + ") · " + c +
+                           ", Gemma 2's attention logit soft-capping): ";
+  if (o.fused_target == fused::target::ort)
+    return rewrite::verdict::no(what + "MultiHeadAttention has no soft-capping");
+  return rewrite::verdict::no(what +
+                              "Attention-23's softcap is applied after the mask by ONNX Runtime "
+                              "1.23 and before it by later versions, so the fused model's "
+                              "outputs would depend on the runtime");
 }
 
 // The checks across captures that a pattern cannot express; what the fused op itself needs is
@@ -352,6 +437,7 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
 template <class M>
 rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts) {
   using rewrite::verdict;
+  if (has<"softcap">(m)) return soft_capping_refused(g, m, opts);
   const value_id q = get<"q">(m);
   const dtype t = g.type(q);
   const fused::attention_call c = call_of(g, m, causal_alone(g, m));
@@ -373,12 +459,6 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
                          " → float32 → " + std::string(dtype_name(t)) + " round trip");
   }
   const facts& f = facts_of(g);
-  if (has<"q_factor">(m) && get<"q_factor">(m) != get<"k_factor">(m) &&
-      *f.real_scalar(get<"q_factor">(m)) != *f.real_scalar(get<"k_factor">(m)))
-    return verdict::no("the scale factors on q (" +
-                       pattern::number_text(*f.real_scalar(get<"q_factor">(m))) + ") and kᵀ (" +
-                       pattern::number_text(*f.real_scalar(get<"k_factor">(m))) +
-                       ") differ; torch's decomposition scales both by one √scale");
   if (has<"select">(m) && !fill_absorbs_scores(get<"fill">(m), t))
     return verdict::no("the select fills masked scores with " +
                        pattern::number_text(get<"fill">(m)) + ", neither −inf nor " +
@@ -386,10 +466,12 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
                                             : std::string("at most half the lowest float32")) +
                        "; added as a bias it would not give the same softmax");
   // A scale, fill or mask of higher rank broadcasts the scores up: Softmax must see QKᵀ's shape.
+  // Their key axis is v's key length wherever the model runs: the ·V MatMul reads it so.
   const value_id x = g.input(get<"softmax">(m), 0);
+  const bool keys = f.same_dim(x, 3, c.kt, 3) == truth::yes ||
+                    (f.rank(c.v) == 4u && f.same_dim(c.v, 2, c.kt, 3) == truth::yes);
   if (f.rank(x) != 4u || f.same_dim(x, 0, q, 0) != truth::yes ||
-      f.same_dim(x, 1, q, 1) != truth::yes || f.same_dim(x, 2, q, 2) != truth::yes ||
-      f.same_dim(x, 3, c.kt, 3) != truth::yes)
+      f.same_dim(x, 1, q, 1) != truth::yes || f.same_dim(x, 2, q, 2) != truth::yes || !keys)
     return verdict::no("the scores Softmax reads " + f.shape_text(x) +
                        " are not proven to have QKᵀ's shape [batch, heads, sequence, key length] "
                        "for q " +
@@ -412,7 +494,8 @@ std::string key_bnsh(const graph& g, const M& m, rewrite::emitter& e) {
 // The bias the fused op adds: the mask, Where(keep, 0, fill) or Where(hide, fill, 0) for a
 // select, or their sum; "" for none.
 template <class M>
-std::string bias(const graph& g, const M& m, rewrite::emitter& e) {
+std::string bias(const graph& g, const M& m, rewrite::emitter& e,
+                 const fused::attention_call& call) {
   std::string out;
   if (has<"select">(m)) {
     const node_id select = get<"select">(m);
@@ -425,13 +508,27 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e) {
     const std::string mask = e.value(get<"mask">(m));
     out = out.empty() ? mask : e.op("Add", {out, mask});
   }
+  if (call.bias_expanded_over_keys) {
+    const facts& f = facts_of(g);
+    std::string shape;
+    if (auto keys = f.dim_of(call.v, 2)->constant()) {
+      shape = e.constant(dtype::int64, {4}, {1.0, 1.0, 1.0, double(*keys)});
+    } else {
+      const std::string keys_of_v =
+          e.op("Slice", {e.op("Shape", {e.value(call.v)}), e.constant(dtype::int64, {1}, {2.0}),
+                         e.constant(dtype::int64, {1}, {3.0})});
+      shape = e.op("Concat", {e.constant(dtype::int64, {3}, {1.0, 1.0, 1.0}), keys_of_v},
+                   {{"axis", 0}});
+    }
+    out = e.op("Expand", {out, shape});
+  }
   return out;
 }
 
 template <class M>
 void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
   e.note("scale", scale_of(g, m));
-  e.note("scale_form", has<"q_factor">(m) ? "q and kᵀ pre-scaled" : "scores post-scaled");
+  e.note("scale_form", scale_form(m));
   e.note("casts_removed", int(get<"up">(m) != no_id) + int(get<"down">(m) != no_id));
   e.note("k_layout", has<"k_bnsh">(m)   ? "BNSH"
                      : has<"k_bsnh">(m) ? "BSNH"
@@ -511,6 +608,8 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   // the op's bias).
   bool group_query = !onnx && both_grouped && (causal || f.dim_of(get<"q">(m), 2)->is_constant(1));
   const fused::attention_call call = call_of(g, m, causal);
+  if (call.has_bias && call.bias_expanded_over_keys)
+    e.note("bias_keys", "expanded to v's key length, as the model's Add broadcast it");
   const bool onnx_grouped = onnx && both_grouped && !mask_per_query_head(call);
   if (onnx && both_grouped && !onnx_grouped)
     e.note("kv_heads",
@@ -540,7 +639,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   fused::operands in{.q = e.value(get<"q">(m)),
                      .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(g, m, e),
                      .v = e.value(grouped ? get<"v_grouped">(m) : get<"v">(m)),
-                     .bias = causal ? "" : bias(g, m, e),
+                     .bias = causal ? "" : bias(g, m, e, call),
                      .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
                      .zero_hidden_rows = has<"p">(m),
                      .causal = causal,
@@ -595,6 +694,9 @@ struct dit_attention {
   static constexpr auto pattern = dit::core;
   using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return dit::softmax_upstream(g, n); }
+  static bool is_its_block(const graph& g, node_id n) {
+    return dit::reads_attention_probabilities(g, n);
+  }
 
   static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
     return dit::guard(g, m, o);

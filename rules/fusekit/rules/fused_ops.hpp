@@ -57,6 +57,8 @@ struct attention_call {
   std::optional<std::vector<sym>> bias_dims{};
   std::string bias_text{};
   dtype bias_type = dtype::undefined;
+  // The bias's key axis is not proven v's key length: the emit expands it to that length.
+  bool bias_expanded_over_keys = false;
 };
 
 inline std::string dims_text(const facts& f, const std::vector<sym>& dims) {

@@ -10,7 +10,9 @@ CI and the README commands never run it.
 
 --set heldout exports the held-out set instead (encoders.py, more_decoders.py and the fp32 ts17 /
 dynamo18 diffusion families; made with requirements-newest.txt, dynamic batch and sequence where
-the model allows), meant for another directory (--out): its manifest is written there.
+the model allows), meant for another directory (--out): its manifest is written there. The
+fixtures of tests/models made with those releases are files of such a run, copied with their
+manifest entries, each given a "versions" field naming its set.
 """
 from __future__ import annotations
 
