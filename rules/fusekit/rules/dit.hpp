@@ -468,8 +468,8 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
   // A scale, fill or mask of higher rank broadcasts the scores up: Softmax must see QKᵀ's shape.
   // Their key axis is v's key length wherever the model runs: the ·V MatMul reads it so.
   const value_id x = g.input(get<"softmax">(m), 0);
-  const bool keys = f.same_dim(x, 3, c.kt, 3) == truth::yes ||
-                    (f.rank(c.v) == 4u && f.same_dim(c.v, 2, c.kt, 3) == truth::yes);
+  const bool keys =
+      f.same_dim(x, 3, c.kt, 3) == truth::yes || f.same_dim(c.v, 2, c.kt, 3) == truth::yes;
   if (f.rank(x) != 4u || f.same_dim(x, 0, q, 0) != truth::yes ||
       f.same_dim(x, 1, q, 1) != truth::yes || f.same_dim(x, 2, q, 2) != truth::yes || !keys)
     return verdict::no("the scores Softmax reads " + f.shape_text(x) +
@@ -514,10 +514,9 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e,
     if (auto keys = f.dim_of(call.v, 2)->constant()) {
       shape = e.constant(dtype::int64, {4}, {1.0, 1.0, 1.0, double(*keys)});
     } else {
-      const std::string keys_of_v =
-          e.op("Slice", {e.op("Shape", {e.value(call.v)}), e.constant(dtype::int64, {1}, {2.0}),
-                         e.constant(dtype::int64, {1}, {3.0})});
-      shape = e.op("Concat", {e.constant(dtype::int64, {3}, {1.0, 1.0, 1.0}), keys_of_v},
+      shape = e.op("Concat",
+                   {e.constant(dtype::int64, {3}, {1.0, 1.0, 1.0}),
+                    fused::run_time_dim(e, e.value(call.v), 2)},
                    {{"axis", 0}});
     }
     out = e.op("Expand", {out, shape});
@@ -608,7 +607,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   // the op's bias).
   bool group_query = !onnx && both_grouped && (causal || f.dim_of(get<"q">(m), 2)->is_constant(1));
   const fused::attention_call call = call_of(g, m, causal);
-  if (call.has_bias && call.bias_expanded_over_keys)
+  if (call.bias_expanded_over_keys)
     e.note("bias_keys", "expanded to v's key length, as the model's Add broadcast it");
   const bool onnx_grouped = onnx && both_grouped && !mask_per_query_head(call);
   if (onnx && both_grouped && !onnx_grouped)

@@ -285,6 +285,11 @@ inline std::string hidden_rows(const graph& g, const std::string& bias, dtype t,
 
 // Emits the op of the options' target for a call `admits` accepted. Returns the (B, S, N·H)
 // output if `merged`, else BNSH; each op writes one of them and the other is converted.
+// One dim of x as the model runs it, a one-element int64 tensor.
+inline std::string run_time_dim(rewrite::emitter& e, const std::string& x, int axis) {
+  return e.op("Gather", {e.op("Shape", {x}), e.constant(dtype::int64, {1}, {double(axis)})});
+}
+
 inline attention_outputs emit_attention(const graph& g, const attention_call& c, const operands& in,
                                         rewrite::emitter& e, const attention_options& o,
                                         bool merged) {
@@ -325,9 +330,7 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
   if (in.group_query_kv_heads > 0) {
     e.note("target", "com.microsoft GroupQueryAttention");
     // Every batch row holds all its keys: seqlens_k is the last key's index in each row.
-    const auto dim = [&](const std::string& x, int axis) {
-      return e.op("Gather", {e.op("Shape", {x}), e.constant(dtype::int64, {1}, {double(axis)})});
-    };
+    const auto dim = [&](const std::string& x, int axis) { return run_time_dim(e, x, axis); };
     std::string total = dim(in.k, 2);
     if (!in.past_k.empty()) total = e.op("Add", {dim(in.past_k, 2), total});
     const auto last = e.op("Sub", {total, e.constant(dtype::int64, {1}, {1})});

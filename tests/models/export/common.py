@@ -7,6 +7,7 @@ Run by a developer in a scratch venv (tests/models/export/requirements.txt), nev
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.metadata
 import io
 import pathlib
@@ -29,6 +30,17 @@ TOLERANCE = {"float32": (1e-3, 1e-4), "float16": (3e-2, 3e-2)}
 # Block counting is the conformance suite's, so an export and the suite agree on what a block is.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
 from conformance import FUSED_OPS, attention_blocks  # noqa: E402
+
+
+# The exporters every family of the held-out set is made with: tag → (exporter, opset).
+HELDOUT_EXPORTERS = {"ts17": ("torchscript", 17), "dynamo18": ("dynamo", 18)}
+
+
+def fp32_matrix(names, export, key: str, exporters=HELDOUT_EXPORTERS) -> dict:
+    """NAME.TAG.fp32 → export(key=NAME, exporter=…, opset=…), for every name and exporter."""
+    return {f"{name}.{tag}.fp32": functools.partial(export, **{key: name}, exporter=exporter,
+                                                     opset=opset)
+            for name in names for tag, (exporter, opset) in exporters.items()}
 
 
 def versions() -> dict[str, str]:

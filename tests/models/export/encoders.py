@@ -29,8 +29,6 @@ FFN = 64
 # then spread over a few units, and a wrong scale or mask shows in the outputs.
 INIT_STD = 0.2
 
-EXPORTERS = {"ts17": ("torchscript", 17), "dynamo18": ("dynamo", 18)}
-
 
 class TextEncoder(torch.nn.Module):
     """input_ids, attention_mask -> last_hidden_state (and the outputs `extra` names)."""
@@ -186,11 +184,7 @@ def _export(name: str, *, family: str, exporter: str, opset: int, static: bool =
              f"{LAYERS} layers; {shapes}")
 
 
-FIXTURES = {}
-for _family in FAMILIES:
-    for _tag, (_exporter, _opset) in EXPORTERS.items():
-        FIXTURES[f"{_family}.{_tag}.fp32"] = functools.partial(
-            _export, family=_family, exporter=_exporter, opset=_opset)
+FIXTURES = common.fp32_matrix(FAMILIES, _export, "family")
 # The dynamo exporter fails on the T5 encoder with dynamic batch and sequence (its decomposition
 # step: "Cannot view a tensor with shape [s72, s53, 4, 8] and strides (32*s53, 8, 8*s53, 1) as a
 # tensor with shape (s72, s53, 32)", torch 2.15.0): the same export with static shapes beside it.

@@ -8,7 +8,6 @@ and sequence, by the TorchScript exporter (opset 17) and the dynamo exporter (op
 from __future__ import annotations
 
 import contextlib
-import functools
 
 import torch
 import transformers
@@ -26,8 +25,6 @@ HIDDEN = 32      # 4 heads of 8
 HEADS = 4
 KV_HEADS = 2     # GQA where the family has it
 INIT_STD = 0.2   # as decoders.py: attention scores spread over a few units
-
-EXPORTERS = {"ts17": ("torchscript", 17), "dynamo18": ("dynamo", 18)}
 
 
 def _common_kwargs(**extra):
@@ -156,8 +153,4 @@ def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
                  f"batch {BATCH}, {PREFILL} tokens)")
 
 
-FIXTURES = {}
-for _stem in FAMILIES:
-    for _tag, (_exporter, _opset) in EXPORTERS.items():
-        FIXTURES[f"{_stem}.{_tag}.fp32"] = functools.partial(
-            _export, stem=_stem, exporter=_exporter, opset=_opset)
+FIXTURES = common.fp32_matrix(FAMILIES, _export, "stem")
