@@ -27,9 +27,6 @@ if not CLI or not os.access(CLI, os.X_OK):
 NOT_FUSED_YET: dict[tuple[str, str], str] = {
     # Neither fused op caps the scores as the model does (see soft_capping_refused).
     ("gemma2.*", "*"): "the scores are soft-capped before Softmax (tanh(s / 50) · 50",
-    # Bloom's baddbmm attends on [batch·heads, sequence, head size] tensors: the probabilities
-    # reach the ·V MatMul through a Reshape to 3-D, a form no rule reads yet.
-    ("bloom.*", "*"): "expected Cast, found Reshape",
 }
 
 

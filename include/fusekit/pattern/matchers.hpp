@@ -892,10 +892,12 @@ constexpr auto commutative(const op_pattern<S, I, P, false>& p) {
 }
 
 // ---- optional<"Cast">(p): Cast(p) or p itself; .bind<"name">() records which (no_id: absent)
+// ---- optional_op(op<"Add">(p, q)): the op, or where it is absent its first input's pattern p at
+// the value: one copy of p, where any_of(op(p, …), p) would hold and instantiate two
 
 template <class Op, fixed_string BindName = "">
 struct optional_t {
-  static_assert(Op::arity == 1, "fusekit: optional<> wraps a one-input op");
+  static_assert(Op::arity >= 1, "fusekit: optional<> wraps an op with inputs");
   Op inner;
 
   static constexpr bool binds = !BindName.view().empty();
@@ -965,6 +967,11 @@ struct optional_factory {
 
 template <fixed_string Name, fixed_string Domain = "">
 inline constexpr optional_factory<Name, Domain> optional{};
+
+template <class S, class I, class P, bool Commute>
+constexpr optional_t<op_pattern<S, I, P, Commute>> optional_op(op_pattern<S, I, P, Commute> op) {
+  return {op};
+}
 
 // ---- any_of(a, b, …): the first alternative that lets the whole match succeed
 

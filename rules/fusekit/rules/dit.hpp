@@ -70,6 +70,56 @@ inline bool detour_is_a_transpose(const graph& g, node_id outer) {
          equal(t[3], d[2]) == truth::yes;
 }
 
+// Heads in the batch axis: attention written with bmm (Bloom's baddbmm; older transformers' eager
+// BART, Whisper, OPT, CLIP) merges q, k and v from BNSH to [B·N, S, H], multiplies in 3-D, and may
+// split the scores back to [B, N, S, L] around the mask and merge them again. A Reshape that only
+// merges the two leading dims of a 4-D tensor, or only splits the first of a 3-D one, keeps every
+// element where row-major order puts it; that each regroups q's own batch and heads is the
+// guard's to prove (heads_in_batch_refused).
+inline bool merges_leading_dims(const facts& f, value_id four, value_id three) {
+  return f.rank(four) == 4u && f.rank(three) == 3u &&
+         equal(*f.dim_of(three, 0), *f.dim_of(four, 0) * *f.dim_of(four, 1)) == truth::yes &&
+         f.same_dim(three, 1, four, 2) == truth::yes && f.same_dim(three, 2, four, 3) == truth::yes;
+}
+inline bool merges_batch_and_heads(const graph& g, node_id reshape) {
+  return merges_leading_dims(facts_of(g), g.input(reshape, 0), g.output(reshape, 0));
+}
+inline bool splits_batch_and_heads(const graph& g, node_id reshape) {
+  return merges_leading_dims(facts_of(g), g.output(reshape, 0), g.input(reshape, 0));
+}
+template <fixed_string View, class P>
+constexpr auto heads_merged(P p) {
+  return op<"Reshape">(p, any())
+      .where("batch and heads merged into one axis", merges_batch_and_heads)
+      .template bind<View>();
+}
+template <fixed_string View, class P>
+constexpr auto heads_split(P p) {
+  return op<"Reshape">(p, any())
+      .where("the first axis split into batch and heads", splits_batch_and_heads)
+      .template bind<View>();
+}
+
+// q as the fused op reads it, BNSH. With heads in the batch axis the QKᵀ MatMul reads q's merge
+// [B·N, S, H]; that Reshape stays out of the match, as a view to read q through: its output has
+// the dims of the block's 3-D output, which a Shape outside may still read.
+inline value_id merged_from(const graph& g, value_id x) {
+  const node_id p = g.producer(x);
+  if (p == no_id || !g.domain(p).empty() || g.op_type(p) != "Reshape" ||
+      !merges_batch_and_heads(g, p))
+    return no_id;
+  return g.input(p, 0);
+}
+template <class M>
+value_id query(const graph& g, const M& m) {
+  const value_id q4 = merged_from(g, get<"q">(m));
+  return q4 == no_id ? get<"q">(m) : q4;
+}
+template <class M>
+bool heads_in_batch(const graph& g, const M& m) {
+  return merged_from(g, get<"q">(m)) != no_id;
+}
+
 // transformers' repeat_kv: Unsqueeze(2) → Expand(B, Nkv, r, L, H) → Reshape(B, Nkv·r, L, H), every
 // key/value head repeated r times in a row. Attention-23 does that itself for grouped heads and
 // reads the grouped tensor; MultiHeadAttention reads the repeated one.
@@ -161,12 +211,14 @@ inline constexpr auto k_detour_repeated =
         .where("each key/value head repeated in a row, then k's last two dims transposed",
                repeated_detour_is_a_transpose);
 
-inline constexpr auto k_transposed =
-    any_of(op<"Transpose">(any_of(capture<"k_bnsh">(repeated<"k_grouped">(k_source)),
-                                  capture<"k_bnsh">(k_source)))
-               .attr<"perm">(ints(0, 1, 3, 2)),
-           op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour,
-           k_detour_repeated, capture<"kt">);
+inline constexpr auto k_transposed = any_of(
+    op<"Transpose">(
+        any_of(capture<"k_bnsh">(repeated<"k_grouped">(k_source)), capture<"k_bnsh">(k_source)))
+        .attr<"perm">(ints(0, 1, 3, 2)),
+    op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour, k_detour_repeated,
+    op<"Transpose">(heads_merged<"k_view">(capture<"k_bnsh">(k_source)))
+        .attr<"perm">(ints(0, 2, 1)),
+    capture<"kt">);
 
 // A scale factor the facts fold to one number: a constant, or computed from q's shape at run
 // time as torch's SDPA decomposition does (Shape → Slice → Cast → Sqrt → Div → Sqrt). A tensor of
@@ -216,17 +268,22 @@ inline constexpr auto soft_capped =
                           capture<"cap_out">))
         .bind<"softcap">();
 inline constexpr auto scored = any_of(logits, soft_capped);
-// The masks exporters write: an additive one on the scaled scores (Where(bool, 0, −inf|finfo.min)
-// or a model input), a select as GPT-2's eager attention writes it (Where(causal, scores,
-// finfo.min), then maybe the padding mask added), each the fused ops' attention bias when its
-// shape is one they take.
+// What exporters add to the scores: a bias before the mask (Bloom's ALiBi, added by baddbmm to
+// the 3-D scores), then the mask: an additive one (Where(bool, 0, −inf|finfo.min) or a model
+// input), or a select as GPT-2's eager attention writes it (Where(causal, scores, finfo.min), then
+// maybe the padding mask added). Their sum is the fused ops' attention bias when its shape is one
+// they take; one added to the 3-D scores is regrouped to [B, N, …] on emit.
+inline constexpr auto biased =
+    optional_op(commutative(op<"Add">(scored, capture<"bias">)).bind<"biased">());
+inline constexpr auto viewed = optional_op(heads_split<"scores_view">(biased));
 inline constexpr auto selected = any_of(
-    op<"Where">(capture<"keep">, transparent(scored), constant_scalar<"fill">).bind<"select">(),
-    op<"Where">(capture<"hide">, constant_scalar<"fill">, transparent(scored)).bind<"select">());
-inline constexpr auto masked =
-    any_of(commutative(op<"Add">(selected, capture<"mask">)),
-           commutative(op<"Add">(scored, capture<"mask">)), selected, scored);
-inline constexpr auto softmax = op<"Softmax">(masked).attr<"axis">(last_axis).bind<"softmax">();
+    op<"Where">(capture<"keep">, transparent(viewed), constant_scalar<"fill">).bind<"select">(),
+    op<"Where">(capture<"hide">, constant_scalar<"fill">, transparent(viewed)).bind<"select">());
+inline constexpr auto masked = optional_op(
+    commutative(op<"Add">(any_of(selected, viewed), capture<"mask">)).bind<"mask_add">());
+inline constexpr auto softmax = op<"Softmax">(optional_op(heads_merged<"masked_view">(masked)))
+                                    .attr<"axis">(last_axis)
+                                    .bind<"softmax">();
 // torch's SDPA decomposition zeroes the rows a mask hides entirely: Where(IsNaN(p), 0, p).
 inline constexpr auto guarded =
     any_of(op<"Where">(op<"IsNaN">(capture<"p">(softmax)), constant_scalar<"nan_fill">.value(0.0),
@@ -234,10 +291,14 @@ inline constexpr auto guarded =
            softmax);
 // Eager decoders cast after Softmax to the type it already has, sometimes twice: no-ops skipped.
 inline constexpr auto probs = optional<"Cast">(transparent(guarded)).bind<"down">();
-inline constexpr auto core = op<"MatMul">(
-    probs, any_of(capture<"v">(repeated<"v_grouped">(v_source)), capture<"v">(v_source)));
-inline constexpr auto merged =
-    op<"Reshape">(op<"Transpose">(core).attr<"perm">(ints(0, 2, 1, 3)), any());
+inline constexpr auto core =
+    op<"MatMul">(optional_op(heads_merged<"probs_view">(probs)),
+                 any_of(heads_merged<"v_view">(capture<"v">(v_source)),
+                        capture<"v">(repeated<"v_grouped">(v_source)), capture<"v">(v_source)))
+        .bind<"pv">();
+inline constexpr auto merged = op<"Reshape">(
+    op<"Transpose">(optional_op(heads_split<"out_view">(core))).attr<"perm">(ints(0, 2, 1, 3)),
+    any());
 
 // The scale the block applies to QKᵀ: the product of its factors on q, kᵀ and the scores.
 template <class M>
@@ -335,9 +396,10 @@ inline bool fill_absorbs_scores(double fill, dtype t) {
 template <class M>
 std::string not_causal_because(const graph& g, const M& m) {
   using causal::side;
+  if (has<"bias">(m)) return "the scores have a bias besides the mask";
   if (has<"select">(m) && has<"mask">(m)) return "a select and an added mask, summed";
   const facts& f = facts_of(g);
-  const value_id q = get<"q">(m), v = get<"v">(m);
+  const value_id q = query(g, m), v = get<"v">(m);
   if (f.rank(q) != 4u || f.rank(v) != 4u) return "q and v are not proven 4-D";
   const sym &s = *f.dim_of(q, 2), &l = *f.dim_of(v, 2);
   std::string refused;
@@ -375,42 +437,124 @@ bool causal_alone(const graph& g, const M& m) {
   return (has<"select">(m) || has<"mask">(m)) && not_causal_because(g, m).empty();
 }
 
-// What the block adds to the scaled scores, as the fused ops' bias: the mask, the select turned
-// additive (Where(keep, 0, fill)), or their sum; none where it is `causal` alone, which the op
-// applies itself.
-template <class M>
-fused::attention_call call_of(const graph& g, const M& m, bool causal) {
-  const facts& f = facts_of(g);
-  fused::attention_call c{
-      .q = get<"q">(m), .kt = key_transposed(g, m), .v = get<"v">(m), .scale = scale_of(g, m)};
+// One term of what the block adds to the scaled scores: the parts broadcast together (a select's
+// condition and fill, or one value) and the node that adds it (an Add, or the select's Where).
+struct bias_term {
   std::vector<value_id> parts;
+  node_id added_by = no_id;
+};
+
+// The block's terms: a select (as Where(keep, 0, fill)), a bias before the mask, the mask.
+template <class M>
+std::vector<bias_term> bias_terms(const graph& g, const M& m) {
+  std::vector<bias_term> out;
   if (has<"select">(m)) {
     const node_id select = get<"select">(m);
-    parts = {g.input(select, 0), g.input(select, has<"keep">(m) ? 2 : 1)};
+    out.push_back({{g.input(select, 0), g.input(select, has<"keep">(m) ? 2 : 1)}, select});
   }
-  if (has<"mask">(m)) parts.push_back(get<"mask">(m));
-  if (parts.empty() || causal) return c;
-  c.has_bias = true;
-  c.bias_type = has<"mask">(m) ? g.type(get<"mask">(m)) : g.type(c.q);
+  if (has<"bias">(m)) out.push_back({{get<"bias">(m)}, get<"biased">(m)});
+  if (has<"mask">(m)) out.push_back({{get<"mask">(m)}, get<"mask_add">(m)});
+  return out;
+}
+
+// A term's dims, broadcast from its parts; empty where they are not proven.
+inline std::optional<std::vector<sym>> term_dims(const facts& f, const bias_term& t) {
   std::optional<std::vector<sym>> dims{std::vector<sym>{}};
-  for (value_id part : parts) {
+  for (value_id part : t.parts)
     if (f.rank(part) && dims)
       dims = fused::broadcast(*dims, f.shape(part).dims);
     else
       dims.reset();
-    c.bias_text += (c.bias_text.empty() ? "" : " + ") + f.shape_text(part);
-  }
+  return dims;
+}
+
+// A term added to the 3-D scores of heads in the batch axis [B·N, S, L] with a leading dim of its
+// own: the fused op reads it regrouped as the scores are, [B, N, …] (or [1, 1, …]). One of lower
+// rank broadcasts from the right the same way in 3-D and in 4-D.
+inline bool regrouped(const graph& g, const bias_term& t) {
+  const facts& f = facts_of(g);
+  const auto dims = term_dims(f, t);
+  return f.rank(g.output(t.added_by, 0)) == 3u && dims && dims->size() == 3;
+}
+
+// A regrouped term's dims: its leading dim must be 1 or q's batch·heads.
+inline std::optional<std::vector<sym>> regrouped_dims(const facts& f, std::vector<sym> d,
+                                                      value_id q) {
+  const sym &b = *f.dim_of(q, 0), &n = *f.dim_of(q, 1);
+  if (d[0].is_constant(1)) return std::vector<sym>{sym::constant(1), sym::constant(1), d[1], d[2]};
+  if (equal(d[0], b * n) == truth::yes) return std::vector<sym>{b, n, d[1], d[2]};
+  return std::nullopt;
+}
+
+// What the block adds to the scaled scores, as the fused ops' bias: the sum of its terms; none
+// where it is `causal` alone, which the op applies itself.
+template <class M>
+fused::attention_call call_of(const graph& g, const M& m, bool causal) {
+  const facts& f = facts_of(g);
+  fused::attention_call c{
+      .q = query(g, m), .kt = key_transposed(g, m), .v = get<"v">(m), .scale = scale_of(g, m)};
+  if (has<"k_view">(m)) c.kt = get<"k_bnsh">(m), c.key_axis = 2;
+  const std::vector<bias_term> terms = bias_terms(g, m);
+  if (terms.empty() || causal) return c;
+  c.has_bias = true;
+  c.bias_type = g.type(c.q);
   // The ·V MatMul reads as many probabilities per query as v has keys, so the model runs only
-  // where the bias's key axis broadcasts to v's key length: one the facts do not prove that
-  // length is 1 or equal to it at run time, and expanding it there is what the Add did.
-  if (dims && !dims->empty() && f.rank(c.v) == 4u &&
-      equal(dims->back(), *f.dim_of(c.v, 2)) != truth::yes) {
+  // where each term's key axis broadcasts to v's key length: one the facts do not prove that
+  // length is 1 or equal to it at run time, and expanding the sum there is what the Adds did.
+  const sym* keys = f.rank(c.v) == 4u ? f.dim_of(c.v, 2) : nullptr;
+  std::optional<std::vector<sym>> dims{std::vector<sym>{}};
+  for (const bias_term& t : terms) {
+    if (t.parts.size() == 1 && g.type(t.parts[0]) != g.type(c.q)) c.bias_type = g.type(t.parts[0]);
+    auto own = term_dims(f, t);
+    if (own && regrouped(g, t) && f.rank(c.q) == 4u) own = regrouped_dims(f, *own, c.q);
+    if (own && !own->empty() && keys && !own->back().is_constant(1) &&
+        equal(own->back(), *keys) != truth::yes)
+      own->back() = *keys, c.bias_expanded_over_keys = true;
+    dims = own && dims ? fused::broadcast(*dims, *own) : std::nullopt;
+    for (value_id part : t.parts)
+      c.bias_text += (c.bias_text.empty() ? "" : " + ") + f.shape_text(part);
+  }
+  if (dims && !dims->empty() && keys && equal(dims->back(), *keys) != truth::yes) {
     if (dims->size() < 4) dims->insert(dims->begin(), 4 - dims->size(), sym::constant(1));
-    dims->back() = *f.dim_of(c.v, 2);
+    dims->back() = *keys;
     c.bias_expanded_over_keys = true;
   }
   c.bias_dims = std::move(dims);
   return c;
+}
+
+// Heads in the batch axis: the 3-D products are the 4-D ones exactly when q, k and v are all
+// merged from BNSH, each MatMul multiplies operands of one rank, and every regrouping of the
+// scores, probabilities and output splits or merges q's own batch and heads (the pattern proved
+// that each regroups two leading dims; which two is proven here).
+template <class M>
+rewrite::verdict heads_in_batch_refused(const graph& g, const M& m,
+                                        std::initializer_list<node_id> more_views = {}) {
+  using rewrite::verdict;
+  const facts& f = facts_of(g);
+  const bool batched = heads_in_batch(g, m);
+  if (batched != has<"k_view">(m) || batched != has<"v_view">(m))
+    return verdict::no("only some of q, k and v are merged to [batch·heads, sequence, head size]");
+  std::vector<node_id> views(more_views);
+  if (has<"k_view">(m)) views.push_back(get<"k_view">(m));
+  if (has<"v_view">(m)) views.push_back(get<"v_view">(m));
+  if (has<"scores_view">(m)) views.push_back(get<"scores_view">(m));
+  if (has<"masked_view">(m)) views.push_back(get<"masked_view">(m));
+  if (has<"probs_view">(m)) views.push_back(get<"probs_view">(m));
+  if (views.empty()) return verdict::yes();
+  const node_id pv = get<"pv">(m);
+  if (f.rank(g.input(pv, 0)) != f.rank(g.input(pv, 1)))
+    return verdict::no(g.describe(pv) + " multiplies probabilities " +
+                       f.shape_text(g.input(pv, 0)) + " by v " + f.shape_text(g.input(pv, 1)) +
+                       " of another rank");
+  const value_id q = query(g, m);
+  for (node_id view : views) {
+    const value_id four = f.rank(g.input(view, 0)) == 4u ? g.input(view, 0) : g.output(view, 0);
+    if (f.same_dim(four, 0, q, 0) != truth::yes || f.same_dim(four, 1, q, 1) != truth::yes)
+      return verdict::no(g.describe(view) + " regroups " + f.shape_text(four) +
+                         ", not proven to be the batch and heads of q " + f.shape_text(q));
+  }
+  return verdict::yes();
 }
 
 // Why a soft-capped block stays as it is. MultiHeadAttention has no cap. Attention-23 has
@@ -438,7 +582,8 @@ template <class M>
 rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts) {
   using rewrite::verdict;
   if (has<"softcap">(m)) return soft_capping_refused(g, m, opts);
-  const value_id q = get<"q">(m);
+  if (auto refused = heads_in_batch_refused(g, m); !refused) return refused;
+  const value_id q = query(g, m);
   const dtype t = g.type(q);
   const fused::attention_call c = call_of(g, m, causal_alone(g, m));
   if (auto refused = fused::admits(g, c, opts); !refused) return refused;
@@ -465,17 +610,26 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
                        (t == dtype::float16 ? std::string("(float16) anything else")
                                             : std::string("at most half the lowest float32")) +
                        "; added as a bias it would not give the same softmax");
-  // A scale, fill or mask of higher rank broadcasts the scores up: Softmax must see QKᵀ's shape.
-  // Their key axis is v's key length wherever the model runs: the ·V MatMul reads it so.
+  // A scale, fill or mask of higher rank broadcasts the scores up: Softmax must see QKᵀ's shape,
+  // or with heads in the batch axis [batch·heads, sequence, key length]. Their key axis is v's key
+  // length wherever the model runs: the ·V MatMul reads it so.
   const value_id x = g.input(get<"softmax">(m), 0);
-  const bool keys =
-      f.same_dim(x, 3, c.kt, 3) == truth::yes || f.same_dim(c.v, 2, c.kt, 3) == truth::yes;
-  if (f.rank(x) != 4u || f.same_dim(x, 0, q, 0) != truth::yes ||
-      f.same_dim(x, 1, q, 1) != truth::yes || f.same_dim(x, 2, q, 2) != truth::yes || !keys)
+  const bool four = f.rank(x) == 4u;
+  const bool rows =
+      four ? f.same_dim(x, 0, q, 0) == truth::yes && f.same_dim(x, 1, q, 1) == truth::yes &&
+                 f.same_dim(x, 2, q, 2) == truth::yes
+           : f.rank(x) == 3u && heads_in_batch(g, m) &&
+                 equal(*f.dim_of(x, 0), *f.dim_of(q, 0) * *f.dim_of(q, 1)) == truth::yes &&
+                 f.same_dim(x, 1, q, 2) == truth::yes;
+  const int last = four ? 3 : 2;
+  const bool keys = f.same_dim(x, last, c.kt, c.key_axis) == truth::yes ||
+                    f.same_dim(c.v, 2, c.kt, c.key_axis) == truth::yes;
+  if (!rows || !keys)
     return verdict::no("the scores Softmax reads " + f.shape_text(x) +
                        " are not proven to have QKᵀ's shape [batch, heads, sequence, key length] "
                        "for q " +
-                       f.shape_text(q) + " and kᵀ " + f.shape_text(c.kt));
+                       f.shape_text(q) + (c.key_axis == 2 ? " and k " : " and kᵀ ") +
+                       f.shape_text(c.kt));
   return verdict::yes();
 }
 
@@ -491,59 +645,87 @@ std::string key_bnsh(const graph& g, const M& m, rewrite::emitter& e) {
               {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
 }
 
-// The bias the fused op adds: the mask, Where(keep, 0, fill) or Where(hide, fill, 0) for a
-// select, or their sum; "" for none.
+// One dim of a tensor as a one-element int64 tensor: a constant where the facts know it.
+inline std::string dim_tensor(rewrite::emitter& e, const sym& d, const std::string& x, int axis) {
+  if (auto k = d.constant()) return e.constant(dtype::int64, {1}, {double(*k)});
+  return fused::run_time_dim(e, x, axis);
+}
+
+// The bias the fused op adds: the sum of the block's terms, a select as Where(keep, 0, fill) or
+// Where(hide, fill, 0), a term of 3-D scores regrouped to 4-D; "" for none. `absorbed`: the op
+// reads the cache's past and new keys apart.
 template <class M>
-std::string bias(const graph& g, const M& m, rewrite::emitter& e,
-                 const fused::attention_call& call) {
+std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::attention_call& call,
+                 bool absorbed) {
+  const facts& f = facts_of(g);
   std::string out;
-  if (has<"select">(m)) {
-    const node_id select = get<"select">(m);
-    const std::string zero = e.constant(g.type(get<"q">(m)), {}, {0.0});
-    out = has<"keep">(m)
-              ? e.op("Where", {e.value(get<"keep">(m)), zero, e.value(g.input(select, 2))})
-              : e.op("Where", {e.value(get<"hide">(m)), e.value(g.input(select, 1)), zero});
-  }
-  if (has<"mask">(m)) {
-    const std::string mask = e.value(get<"mask">(m));
-    out = out.empty() ? mask : e.op("Add", {out, mask});
+  for (const bias_term& t : bias_terms(g, m)) {
+    std::string term;
+    if (has<"select">(m) && t.added_by == get<"select">(m)) {
+      const std::string zero = e.constant(g.type(query(g, m)), {}, {0.0});
+      term = has<"keep">(m) ? e.op("Where", {e.value(t.parts[0]), zero, e.value(t.parts[1])})
+                            : e.op("Where", {e.value(t.parts[0]), e.value(t.parts[1]), zero});
+    } else {
+      term = e.value(t.parts[0]);
+    }
+    if (regrouped(g, t)) {
+      const std::vector<sym> d = *term_dims(f, t);
+      const std::string q = e.value(call.q), shape = e.op("Shape", {term});
+      const auto lead = [&](int axis) {
+        return d[0].is_constant(1) ? e.constant(dtype::int64, {1}, {1.0})
+                                   : dim_tensor(e, *f.dim_of(call.q, axis), q, axis);
+      };
+      const auto own = [&](int axis) {
+        if (auto k = d[std::size_t(axis)].constant())
+          return e.constant(dtype::int64, {1}, {double(*k)});
+        return e.op("Gather", {shape, e.constant(dtype::int64, {1}, {double(axis)})});
+      };
+      term = e.op("Reshape",
+                  {term, e.op("Concat", {lead(0), lead(1), own(1), own(2)}, {{"axis", 0}})});
+    }
+    out = out.empty() ? term : e.op("Add", {out, term});
   }
   if (call.bias_expanded_over_keys) {
-    const facts& f = facts_of(g);
-    std::string shape;
-    if (auto keys = f.dim_of(call.v, 2)->constant()) {
-      shape = e.constant(dtype::int64, {4}, {1.0, 1.0, 1.0, double(*keys)});
-    } else {
-      shape = e.op("Concat",
-                   {e.constant(dtype::int64, {3}, {1.0, 1.0, 1.0}),
-                    fused::run_time_dim(e, e.value(call.v), 2)},
-                   {{"axis", 0}});
-    }
-    out = e.op("Expand", {out, shape});
+    // With the cache moved into the op, v is the op's own present: past and new keys summed.
+    const std::string keys =
+        absorbed
+            ? e.op("Add",
+                   {dim_tensor(e, *f.dim_of(get<"v_past">(m), 2), e.value(get<"v_past">(m)), 2),
+                    dim_tensor(e, *f.dim_of(get<"v_new">(m), 2), e.value(get<"v_new">(m)), 2)})
+            : dim_tensor(e, *f.dim_of(call.v, 2), e.value(call.v), 2);
+    out =
+        e.op("Expand", {out, e.op("Concat", {e.constant(dtype::int64, {3}, {1.0, 1.0, 1.0}), keys},
+                                  {{"axis", 0}})});
   }
   return out;
 }
 
 template <class M>
 void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
+  const bool biased = has<"select">(m) || has<"mask">(m) || has<"bias">(m);
   e.note("scale", scale_of(g, m));
   e.note("scale_form", scale_form(m));
   e.note("casts_removed", int(get<"up">(m) != no_id) + int(get<"down">(m) != no_id));
-  e.note("k_layout", has<"k_bnsh">(m)   ? "BNSH"
+  e.note("k_layout", has<"k_view">(m)   ? "BNSH, heads merged into the batch"
+                     : has<"k_bnsh">(m) ? "BNSH"
                      : has<"k_bsnh">(m) ? "BSNH"
                      : has<"k_flat">(m) ? "BNSH via a 3-D transpose"
                      : has<"kt">(m)     ? "BNHS"
                                         : "BNSH via repeat_kv and a 3-D transpose");
-  e.note("dtype", std::string(dtype_name(g.type(get<"q">(m)))));
-  e.note("mask", causal                               ? "causal, the op's own"
+  e.note("dtype", std::string(dtype_name(g.type(query(g, m)))));
+  if (heads_in_batch(g, m))
+    e.note("heads_in_batch", "3-D MatMuls on [batch·heads, sequence, head size]");
+  e.note("mask", causal                                                   ? "causal, the op's own"
+                 : has<"bias">(m) && (has<"select">(m) || has<"mask">(m)) ? "bias and mask, summed"
+                 : has<"bias">(m)                                         ? "bias"
                  : has<"select">(m) && has<"mask">(m) ? "select and attention bias, summed"
                  : has<"select">(m)                   ? "select, as attention bias"
                  : has<"mask">(m)                     ? "attention bias"
                                                       : "none");
   e.note("nan_guard", !has<"p">(m) ? "none"
                       : causal     ? "dropped: causality hides no row entirely"
-                      : has<"mask">(m) || has<"select">(m) ? "rows the bias hides entirely give 0"
-                                                           : "dropped: no bias can hide a row");
+                      : biased     ? "rows the bias hides entirely give 0"
+                                   : "dropped: no bias can hide a row");
 }
 
 // A cache is a Concat along the sequence whose result the model returns (present); any other such
@@ -592,7 +774,7 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
 template <class M>
 std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attention_options& o,
                    bool merged) {
-  const bool masked = has<"select">(m) || has<"mask">(m);
+  const bool masked = has<"select">(m) || has<"mask">(m) || has<"bias">(m);
   const std::string not_causal = masked ? not_causal_because(g, m) : "no mask";
   const bool causal = not_causal.empty();
   note(g, m, e, causal);
@@ -605,7 +787,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   // GroupQueryAttention, always causal, where the block is causal too: a mask that is causality
   // alone, or one query, which causality shows every key (a decode step; its mask, if any, is
   // the op's bias).
-  bool group_query = !onnx && both_grouped && (causal || f.dim_of(get<"q">(m), 2)->is_constant(1));
+  bool group_query = !onnx && both_grouped && (causal || f.dim_of(query(g, m), 2)->is_constant(1));
   const fused::attention_call call = call_of(g, m, causal);
   if (call.bias_expanded_over_keys)
     e.note("bias_keys", "expanded to v's key length, as the model's Add broadcast it");
@@ -619,7 +801,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   std::int64_t group_query_kv_heads = 0;
   if (group_query) {
     const value_id k_new = kept.empty() ? get<"k_new">(m) : get<"k_grouped">(m);
-    if (auto refused = fused::admits_group_query(f, get<"q">(m), k_new, kept.empty()); refused) {
+    if (auto refused = fused::admits_group_query(f, query(g, m), k_new, kept.empty()); refused) {
       group_query_kv_heads = *f.dim_of(k_new, 1)->constant();
     } else {
       e.note("group_query", "no: " + refused.reason);
@@ -635,15 +817,16 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
     else
       e.note("kv_heads", f.text(kv_heads));
   }
-  fused::operands in{.q = e.value(get<"q">(m)),
+  fused::operands in{.q = e.value(query(g, m)),
                      .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(g, m, e),
                      .v = e.value(grouped ? get<"v_grouped">(m) : get<"v">(m)),
-                     .bias = causal ? "" : bias(g, m, e, call),
+                     .bias = "",
                      .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
                      .zero_hidden_rows = has<"p">(m),
                      .causal = causal,
                      .group_query_kv_heads = group_query_kv_heads};
   const bool absorbed = has_cache && kept.empty();
+  if (!causal) in.bias = bias(g, m, e, call, absorbed);
   if (has_cache)
     e.note("kv_cache", absorbed ? "past and present in the fused op" : "Concat kept: " + kept);
   if (absorbed) {
@@ -671,9 +854,12 @@ struct dit_attention_merged {
 
   static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
     if (auto refused = dit::guard(g, m, o); !refused) return refused;
+    if (has<"out_view">(m))
+      if (auto refused = dit::heads_in_batch_refused(g, m, {get<"out_view">(m)}); !refused)
+        return refused;
     // MultiHeadAttention's output is (batch, sequence, heads·head size): the merge must be that.
     const facts& f = facts_of(g);
-    const value_id q = get<"q">(m), v = get<"v">(m), merged = g.output(m.root(), 0);
+    const value_id q = dit::query(g, m), v = get<"v">(m), merged = g.output(m.root(), 0);
     const sym* d = f.rank(merged) == 3u ? f.dim_of(merged, 0) : nullptr;
     if (d == nullptr || equal(*d, *f.dim_of(q, 0)) != truth::yes ||
         equal(*f.dim_of(merged, 1), *f.dim_of(q, 2)) != truth::yes ||
@@ -700,8 +886,19 @@ struct dit_attention {
   static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
     return dit::guard(g, m, o);
   }
+  // With heads in the batch axis the block's output is [B·N, S, H]: the op's BNSH regrouped.
   static void emit(const graph& g, const auto& m, rewrite::emitter& e, const options& o) {
-    e.replace_root(dit::attend(g, m, e, o, false));
+    std::string y = dit::attend(g, m, e, o, false);
+    if (has<"v_view">(m)) {
+      const facts& f = facts_of(g);
+      const value_id q = dit::query(g, m), v = get<"v">(m);
+      y = e.op("Reshape", {y, e.op("Concat",
+                                   {e.constant(dtype::int64, {1}, {-1.0}),
+                                    dit::dim_tensor(e, *f.dim_of(q, 2), e.value(q), 2),
+                                    dit::dim_tensor(e, *f.dim_of(v, 3), e.value(v), 3)},
+                                   {{"axis", 0}})});
+    }
+    e.replace_root(y);
   }
 };
 

@@ -45,11 +45,14 @@ using rewrite::verdict;
 using target = attention_options::target;
 
 // The attention a rule found, in the terms of the contracts: q, k and v as BNSH-shaped values of
-// the source graph (kᵀ as [B, N, H, L]), the scale, and the additive bias if there is one.
+// the source graph (kᵀ as [B, N, H, L], or k itself where the graph holds no 4-D kᵀ), the scale,
+// and the additive bias if there is one.
 struct attention_call {
   value_id q = no_id;
   value_id kt = no_id;
   value_id v = no_id;
+  // The axis of `kt` that counts the keys: 3 for kᵀ, 2 for k.
+  int key_axis = 3;
   double scale = 0;
   // The bias's dims as broadcasting gives them; an empty optional when the rule could not prove
   // them (then `bias_text` says what it saw).
