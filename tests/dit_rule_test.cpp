@@ -629,3 +629,87 @@ TEST(DitRule, AShapeOfDimsNoInputHasPinsTheBlock) {
 }
 
 }  // namespace
+
+namespace {
+
+// Attention with heads in the batch axis, as Bloom's baddbmm writes it: q, k and v merged to
+// [B·N, S, H], the 3-D scores scaled and given ALiBi, split to [B, N, S, S] for the mask, merged
+// again for the ·V MatMul, and the output split and merged to [B, S, N·H].
+struct batched_heads_block {
+  bool v_heads_first = false;       // v declared [N, B, S, H]: its merge pairs other rows
+  bool alibi_rows_unknown = false;  // ALiBi's leading dim a name of its own
+  bool output_3d = false;           // the [B·N, S, H] product is the block's output
+
+  model build() const {
+    model_builder b(18);
+    const auto shape = [&](std::vector<double> dims) {
+      return b.constant(dtype::int64, {std::int64_t(dims.size())}, dims);
+    };
+    auto q = b.input("q", dtype::float32, {2, 4, "S", 8});
+    auto k = b.input("k", dtype::float32, {2, 4, "S", 8});
+    auto v = v_heads_first ? b.input("v", dtype::float32, {4, 2, "S", 8})
+                           : b.input("v", dtype::float32, {2, 4, "S", 8});
+    auto alibi = alibi_rows_unknown ? b.input("alibi", dtype::float32, {"R", 1, "S"})
+                                    : b.input("alibi", dtype::float32, {8, 1, "S"});
+    auto mask = b.input("mask", dtype::float32, {2, 1, "S", "S"});
+    const auto merge = [&](value x, const char* name) {
+      return b.op("Reshape", {x, shape({8, -1, 8})}, {}, {.name = name});
+    };
+    auto kt =
+        b.op("Transpose", {merge(k, "k_merge")}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
+    auto s =
+        b.op("Mul", {b.op("MatMul", {merge(q, "q_merge"), kt}), b.scalar(dtype::float32, 0.25)});
+    s = b.op("Add", {s, alibi});
+    s = b.op("Reshape", {s, shape({2, 4, 0, -1})}, {}, {.name = "scores_split"});
+    auto p = b.op("Softmax", {b.op("Add", {s, mask})}, {{"axis", -1}});
+    p = b.op("Reshape", {p, shape({8, -1, 0})}, {}, {.name = "probs_merge"});
+    auto y = b.op("MatMul", {p, merge(v, "v_merge")}, {}, {.name = "context"});
+    if (!output_3d) {
+      y = b.op("Reshape", {y, shape({2, 4, -1, 8})}, {}, {.name = "out_split"});
+      y = b.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+      y = b.op("Reshape", {y, shape({2, -1, 32})}, {}, {.name = "merged"});
+    }
+    b.output(y);
+    return b.build_model();
+  }
+};
+
+TEST(DitHeadsInBatch, ThreeDimensionalAttentionWithALiBiFuses) {
+  model m = batched_heads_block{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto& fused = report.fusions[0];
+  EXPECT_EQ(fused.rule, "dit-attention-merged");
+  EXPECT_EQ(fused.params["heads_in_batch"], "3-D MatMuls on [batch·heads, sequence, head size]");
+  EXPECT_EQ(fused.params["k_layout"], "BNSH, heads merged into the batch");
+  EXPECT_EQ(fused.params["mask"], "bias and mask, summed");
+  EXPECT_EQ(fused.params["causal"], "no: the scores have a bias besides the mask");
+  EXPECT_EQ(double(fused.params["scale"]), 0.25);
+  const auto ops = op_types(m);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "MultiHeadAttention"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Softmax"), 0);
+}
+
+TEST(DitHeadsInBatch, AThreeDimensionalOutputIsTheOpsRegroupedBack) {
+  model m = batched_heads_block{.output_3d = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].rule, "dit-attention");
+  const auto& graph = m.proto.graph();
+  EXPECT_EQ(graph.node(graph.node_size() - 1).op_type(), "Reshape");
+}
+
+TEST(DitHeadsInBatch, NearMisses) {
+  // v merged from [N, B, S, H]: its row b·N + n is another (batch, head) than q's.
+  EXPECT_EQ(near_miss_of(batched_heads_block{.v_heads_first = true}.build()),
+            "Reshape 'merged': Reshape 'v_merge' regroups [4, 2, S, 8], not proven to be the batch "
+            "and heads of q [2, 4, S, 8]");
+  // ALiBi with R rows, 1 or batch·heads where the model runs: the scores' rows are then not
+  // proven batch·heads, and the proof breaks where the probabilities are merged again.
+  EXPECT_EQ(near_miss_of(batched_heads_block{.alibi_rows_unknown = true}.build()),
+            "Reshape 'merged': input 0 of MatMul 'context', input 0 of Reshape 'out_split', input "
+            "0 of Transpose 'Transpose_13', input 0 of Reshape 'merged': Reshape 'probs_merge': "
+            "not batch and heads merged into one axis");
+}
+
+}  // namespace

@@ -281,9 +281,10 @@ inline constexpr auto selected = any_of(
     op<"Where">(capture<"hide">, constant_scalar<"fill">, transparent(viewed)).bind<"select">());
 inline constexpr auto masked = optional_op(
     commutative(op<"Add">(any_of(selected, viewed), capture<"mask">)).bind<"mask_add">());
-inline constexpr auto softmax = op<"Softmax">(optional_op(heads_merged<"masked_view">(masked)))
-                                    .attr<"axis">(last_axis)
-                                    .bind<"softmax">();
+inline constexpr auto softmax =
+    op<"Softmax">(transparent(optional_op(heads_merged<"masked_view">(masked))))
+        .attr<"axis">(last_axis)
+        .bind<"softmax">();
 // torch's SDPA decomposition zeroes the rows a mask hides entirely: Where(IsNaN(p), 0, p).
 inline constexpr auto guarded =
     any_of(op<"Where">(op<"IsNaN">(capture<"p">(softmax)), constant_scalar<"nan_fill">.value(0.0),
@@ -523,30 +524,26 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   return c;
 }
 
-// Heads in the batch axis: the 3-D products are the 4-D ones exactly when q, k and v are all
-// merged from BNSH, each MatMul multiplies operands of one rank, and every regrouping of the
-// scores, probabilities and output splits or merges q's own batch and heads (the pattern proved
-// that each regroups two leading dims; which two is proven here).
+// Heads in the batch axis: the 3-D products are the 4-D ones exactly when each MatMul multiplies
+// operands of one rank (q with k, the probabilities with v, each merged from BNSH or not), and
+// every regrouping of the scores, probabilities and output splits or merges q's own batch and heads
+// (the pattern proved that each regroups two leading dims; which two is proven here).
 template <class M>
 rewrite::verdict heads_in_batch_refused(const graph& g, const M& m,
                                         std::initializer_list<node_id> more_views = {}) {
   using rewrite::verdict;
   const facts& f = facts_of(g);
-  const bool batched = heads_in_batch(g, m);
-  if (batched != has<"k_view">(m) || batched != has<"v_view">(m))
-    return verdict::no("only some of q, k and v are merged to [batch·heads, sequence, head size]");
   std::vector<node_id> views(more_views);
   if (has<"k_view">(m)) views.push_back(get<"k_view">(m));
   if (has<"v_view">(m)) views.push_back(get<"v_view">(m));
   if (has<"scores_view">(m)) views.push_back(get<"scores_view">(m));
   if (has<"masked_view">(m)) views.push_back(get<"masked_view">(m));
   if (has<"probs_view">(m)) views.push_back(get<"probs_view">(m));
-  if (views.empty()) return verdict::yes();
-  const node_id pv = get<"pv">(m);
-  if (f.rank(g.input(pv, 0)) != f.rank(g.input(pv, 1)))
-    return verdict::no(g.describe(pv) + " multiplies probabilities " +
-                       f.shape_text(g.input(pv, 0)) + " by v " + f.shape_text(g.input(pv, 1)) +
-                       " of another rank");
+  if (views.empty() && !heads_in_batch(g, m)) return verdict::yes();
+  for (const node_id product : {get<"scores">(m), get<"pv">(m)})
+    if (f.rank(g.input(product, 0)) != f.rank(g.input(product, 1)))
+      return verdict::no(g.describe(product) + " multiplies " + f.shape_text(g.input(product, 0)) +
+                         " by " + f.shape_text(g.input(product, 1)) + ", of another rank");
   const value_id q = query(g, m);
   for (node_id view : views) {
     const value_id four = f.rank(g.input(view, 0)) == 4u ? g.input(view, 0) : g.output(view, 0);
