@@ -362,21 +362,27 @@ inline bool computed_from_a_product(const graph& g, value_id x, int depth = 6) {
   return false;
 }
 
-// The ·V MatMul of an attention block, however the rest is spelled: its first input is a
-// Softmax's, through ops that keep its values (a Reshape, a Cast, the NaN guard's Where, an
-// identity at inference), and that Softmax reads what a MatMul computed. Such a block is never
-// missed silently.
-inline bool reads_attention_probabilities(const graph& g, node_id n) {
-  if (g.op_type(n) != "MatMul" || !g.domain(n).empty()) return false;
+// The Softmax whose output a MatMul reads as its first input through ops that keep its values (a
+// Reshape, a Cast, the NaN guard's Where, an identity at inference), or no_id: where this rule's
+// core begins, and so where a failed match may be a near miss.
+inline node_id softmax_read_by(const graph& g, node_id n) {
+  if (g.op_type(n) != "MatMul" || !g.domain(n).empty()) return no_id;
   node_id p = g.producer(g.input(n, 0));
   for (int step = 0; step < 5 && p != no_id && g.domain(p).empty(); ++step) {
     const std::string_view op = g.op_type(p);
-    if (op == "Softmax") return computed_from_a_product(g, g.input(p, 0));
+    if (op == "Softmax") return p;
     if (op != "Reshape" && op != "Cast" && op != "Where" && op != "Identity" && op != "Dropout")
-      return false;
+      return no_id;
     p = g.producer(g.input(p, op == "Where" ? 2 : 0));
   }
-  return false;
+  return no_id;
+}
+
+// The ·V MatMul of an attention block, however the rest is spelled: it reads a Softmax of scores
+// a MatMul computed. Such a block is never missed silently.
+inline bool reads_attention_probabilities(const graph& g, node_id n) {
+  const node_id softmax = softmax_read_by(g, n);
+  return softmax != no_id && computed_from_a_product(g, g.input(softmax, 0));
 }
 
 // A select's fill added to the scores instead gives the same softmax where the sum is the fill
@@ -502,15 +508,29 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   // The ·V MatMul reads as many probabilities per query as v has keys, so the model runs only
   // where each term's key axis broadcasts to v's key length: one the facts do not prove that
   // length is 1 or equal to it at run time, and expanding the sum there is what the Adds did.
+  // Where the scores Softmax reads are proven to have q's rows, each term's query axis is 1 or
+  // that length where the model runs (GPT-2's causal mask sliced to Min(n_positions, S) rows),
+  // and is expanded the same way.
   const sym* keys = f.rank(c.v) == 4u ? f.dim_of(c.v, 2) : nullptr;
+  const value_id x = g.input(get<"softmax">(m), 0);
+  const sym* rows = f.rank(c.q) == 4u && f.rank(x) && *f.rank(x) >= 2u &&
+                            f.same_dim(x, int(*f.rank(x)) - 2, c.q, 2) == truth::yes
+                        ? f.dim_of(c.q, 2)
+                        : nullptr;
+  const auto spans = [](std::vector<sym>& d, std::size_t from_end, const sym* length) {
+    if (d.size() < from_end || length == nullptr) return false;
+    sym& own = d[d.size() - from_end];
+    if (own.is_constant(1) || equal(own, *length) == truth::yes) return false;
+    own = *length;
+    return true;
+  };
   std::optional<std::vector<sym>> dims{std::vector<sym>{}};
   for (const bias_term& t : terms) {
     if (t.parts.size() == 1 && g.type(t.parts[0]) != g.type(c.q)) c.bias_type = g.type(t.parts[0]);
     auto own = term_dims(f, t);
     if (own && regrouped(g, t) && f.rank(c.q) == 4u) own = regrouped_dims(f, *own, c.q);
-    if (own && !own->empty() && keys && !own->back().is_constant(1) &&
-        equal(own->back(), *keys) != truth::yes)
-      own->back() = *keys, c.bias_expanded_over_keys = true;
+    if (own && spans(*own, 1, keys)) c.bias_expanded_over_keys = true;
+    if (own && spans(*own, 2, rows)) c.bias_expanded_over_queries = true;
     dims = own && dims ? fused::broadcast(*dims, *own) : std::nullopt;
     for (value_id part : t.parts)
       c.bias_text += (c.bias_text.empty() ? "" : " + ") + f.shape_text(part);
@@ -682,16 +702,21 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
     }
     out = out.empty() ? term : e.op("Add", {out, term});
   }
-  if (call.bias_expanded_over_keys) {
+  if (call.bias_expanded_over_keys || call.bias_expanded_over_queries) {
+    const std::string one = e.constant(dtype::int64, {1}, {1.0});
     // With the cache moved into the op, v is the op's own present: past and new keys summed.
     const std::string keys =
-        absorbed
+        !call.bias_expanded_over_keys ? one
+        : absorbed
             ? e.op("Add",
                    {dim_tensor(e, *f.dim_of(get<"v_past">(m), 2), e.value(get<"v_past">(m)), 2),
                     dim_tensor(e, *f.dim_of(get<"v_new">(m), 2), e.value(get<"v_new">(m)), 2)})
             : dim_tensor(e, *f.dim_of(call.v, 2), e.value(call.v), 2);
+    const std::string rows = call.bias_expanded_over_queries
+                                 ? dim_tensor(e, *f.dim_of(call.q, 2), e.value(call.q), 2)
+                                 : one;
     out =
-        e.op("Expand", {out, e.op("Concat", {e.constant(dtype::int64, {3}, {1.0, 1.0, 1.0}), keys},
+        e.op("Expand", {out, e.op("Concat", {e.constant(dtype::int64, {2}, {1.0, 1.0}), rows, keys},
                                   {{"axis", 0}})});
   }
   return out;
@@ -788,6 +813,8 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   const fused::attention_call call = call_of(g, m, causal);
   if (call.bias_expanded_over_keys)
     e.note("bias_keys", "expanded to v's key length, as the model's Add broadcast it");
+  if (call.bias_expanded_over_queries)
+    e.note("bias_queries", "expanded to q's length, as the model's Add broadcast it");
   const bool onnx_grouped = onnx && both_grouped && !mask_per_query_head(call);
   if (onnx && both_grouped && !onnx_grouped)
     e.note("kv_heads",
@@ -843,8 +870,9 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
 struct dit_attention_merged {
   static constexpr std::string_view name = "dit-attention-merged";
   static constexpr int priority = 1;
-  // Reshape(Transpose(x)) is every head merge; it is a near miss once the MatMul matched too.
-  static constexpr std::size_t near_miss_depth = 3;
+  // Reshape(Transpose(x)) is every head merge, and a Reshape before it may be any: a near miss
+  // once the MatMul's first input matched too.
+  static constexpr std::size_t near_miss_depth = 4;
   static constexpr auto pattern = dit::merged;
   using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return dit::softmax_upstream(g, n); }
@@ -875,7 +903,7 @@ struct dit_attention {
   static constexpr std::string_view name = "dit-attention";
   static constexpr auto pattern = dit::core;
   using options = attention_options;
-  static bool resembles(const graph& g, node_id n) { return dit::softmax_upstream(g, n); }
+  static bool resembles(const graph& g, node_id n) { return dit::softmax_read_by(g, n) != no_id; }
   static bool is_its_block(const graph& g, node_id n) {
     return dit::reads_attention_probabilities(g, n);
   }

@@ -62,6 +62,8 @@ struct attention_call {
   dtype bias_type = dtype::undefined;
   // The bias's key axis is not proven v's key length: the emit expands it to that length.
   bool bias_expanded_over_keys = false;
+  // Its query axis is not proven q's length: the emit expands it to that length.
+  bool bias_expanded_over_queries = false;
 };
 
 inline std::string dims_text(const facts& f, const std::vector<sym>& dims) {
