@@ -257,6 +257,33 @@ TEST(Facts, SplitSqueezeRangeAndConstantOfShape) {
   EXPECT_EQ(f.shape_text(id(g, zeros)), "[2, S, 96]");
 }
 
+TEST(Facts, ARangeFromAPastLengthToItPlusTheNewTokensHasTheirCount) {
+  // A decoder step's positions: Range(P, P + 1, 1), P the cache's length, one new token.
+  model_builder b(18);
+  auto past = b.input("past", dtype::float32, {2, 4, "P", 8});
+  auto ids = b.input("ids", dtype::int64, {2, 1});
+  auto p = b.op("Gather", {b.op("Shape", {past}), b.scalar(dtype::int64, 2)});
+  auto n = b.op("Gather", {b.op("Shape", {ids}), b.scalar(dtype::int64, 1)});
+  auto positions = b.op("Range", {p, b.op("Add", {p, n}), b.scalar(dtype::int64, 1)});
+  auto every_other =
+      b.op("Range", {p, b.op("Add", {p, b.scalar(dtype::int64, 5)}), b.scalar(dtype::int64, 2)});
+  auto backwards =
+      b.op("Range", {p, b.op("Add", {p, b.scalar(dtype::int64, 3)}), b.scalar(dtype::int64, -1)});
+  // From the past length to the batch: a span that is no number.
+  auto unknown =
+      b.op("Range", {p, b.op("Gather", {b.op("Shape", {ids}), b.scalar(dtype::int64, 0)}),
+                     b.scalar(dtype::int64, 1)});
+  for (const auto& v : {positions, every_other, backwards, unknown}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, positions)), "[1]");
+  EXPECT_EQ(f.shape_text(id(g, every_other)), "[3]");
+  EXPECT_EQ(f.shape_text(id(g, backwards)), "[0]");
+  EXPECT_EQ(f.rank(id(g, unknown)), 1u);
+  EXPECT_FALSE(f.dim_of(id(g, unknown), 0)->constant().has_value());
+}
+
 TEST(Facts, ReductionsKeepOrDropTheirAxes) {
   // RMSNorm as decoders export it: ReduceMean over the last axis, kept for the broadcast.
   model_builder b(17);

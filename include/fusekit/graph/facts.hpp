@@ -1231,6 +1231,21 @@ class facts {
       }
       return set(n, 0, {true, {limit.ints[0]}}, std::move(c));
     }
+    // Range(P, P + k, d) has ⌈k / d⌉ elements (none below 0) whatever P is: a decoder step's
+    // positions, from the past length to the past length plus its new tokens.
+    const sym span = limit.ints[0] - start.ints[0];
+    const auto k = span.constant(), d = delta.ints[0].constant();
+    if (start.ints[0].known() && limit.ints[0].known() && k && d && *d != 0) {
+      const std::int64_t count =
+          std::max<std::int64_t>(0, *d > 0 ? (*k + *d - 1) / *d : (*k + *d + 1) / *d);
+      content_fact c;
+      if (std::size_t(count) <= max_elements) {
+        c = {true, false, {}, {}};
+        for (std::int64_t i = 0; i < count; ++i)
+          c.ints.push_back(start.ints[0] + sym::constant(i * *d));
+      }
+      return set(n, 0, {true, {sym::constant(count)}}, std::move(c));
+    }
     set(n, 0, opaque(n, 0, 1));
   }
 
