@@ -100,24 +100,32 @@ constexpr auto heads_split(P p) {
       .template bind<View>();
 }
 
-// q as the fused op reads it, BNSH. With heads in the batch axis the QKᵀ MatMul reads q's merge
-// [B·N, S, H]; that Reshape stays out of the match, as a view to read q through: its output has
-// the dims of the block's 3-D output, which a Shape outside may still read.
-inline value_id merged_from(const graph& g, value_id x) {
+// q, k and v as the fused op reads them, BNSH. With heads in the batch axis the MatMuls read their
+// merges [B·N, L, H]. q's Reshape always stays out of the match, k's and v's where the match
+// could not take them: a view to read through, whose output keeps dims a Shape outside may still
+// read (q's are the block's 3-D output's; Bloom reads kᵀ's).
+inline node_id merge_of(const graph& g, value_id x) {
   const node_id p = g.producer(x);
   if (p == no_id || !g.domain(p).empty() || g.op_type(p) != "Reshape" ||
       !merges_batch_and_heads(g, p))
     return no_id;
-  return g.input(p, 0);
+  return p;
+}
+inline value_id unmerged(const graph& g, value_id x) {
+  const node_id merge = merge_of(g, x);
+  return merge == no_id ? x : g.input(merge, 0);
 }
 template <class M>
 value_id query(const graph& g, const M& m) {
-  const value_id q4 = merged_from(g, get<"q">(m));
-  return q4 == no_id ? get<"q">(m) : q4;
+  return unmerged(g, get<"q">(m));
+}
+template <class M>
+value_id values(const graph& g, const M& m) {
+  return unmerged(g, get<"v">(m));
 }
 template <class M>
 bool heads_in_batch(const graph& g, const M& m) {
-  return merged_from(g, get<"q">(m)) != no_id;
+  return merge_of(g, get<"q">(m)) != no_id;
 }
 
 // transformers' repeat_kv: Unsqueeze(2) → Expand(B, Nkv, r, L, H) → Reshape(B, Nkv·r, L, H), every
@@ -218,7 +226,7 @@ inline constexpr auto k_transposed = any_of(
     op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour, k_detour_repeated,
     op<"Transpose">(heads_merged<"k_view">(capture<"k_bnsh">(k_source)))
         .attr<"perm">(ints(0, 2, 1)),
-    capture<"kt">);
+    op<"Transpose">(capture<"k_merged">).attr<"perm">(ints(0, 2, 1)), capture<"kt">);
 
 // A scale factor the facts fold to one number: a constant, or computed from q's shape at run
 // time as torch's SDPA decomposition does (Shape → Slice → Cast → Sqrt → Div → Sqrt). A tensor of
@@ -406,7 +414,7 @@ std::string not_causal_because(const graph& g, const M& m) {
   if (has<"bias">(m)) return "the scores have a bias besides the mask";
   if (has<"select">(m) && has<"mask">(m)) return "a select and an added mask, summed";
   const facts& f = facts_of(g);
-  const value_id q = query(g, m), v = get<"v">(m);
+  const value_id q = query(g, m), v = values(g, m);
   if (f.rank(q) != 4u || f.rank(v) != 4u) return "q and v are not proven 4-D";
   const sym &s = *f.dim_of(q, 2), &l = *f.dim_of(v, 2);
   std::string refused;
@@ -499,8 +507,9 @@ template <class M>
 fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   const facts& f = facts_of(g);
   fused::attention_call c{
-      .q = query(g, m), .kt = key_transposed(g, m), .v = get<"v">(m), .scale = scale_of(g, m)};
+      .q = query(g, m), .kt = key_transposed(g, m), .v = values(g, m), .scale = scale_of(g, m)};
   if (has<"k_view">(m)) c.kt = get<"k_bnsh">(m), c.key_axis = 2;
+  if (has<"k_merged">(m)) c.kt = unmerged(g, get<"k_merged">(m)), c.key_axis = 2;
   const std::vector<bias_term> terms = bias_terms(g, m);
   if (terms.empty() || causal) return c;
   c.has_bias = true;
@@ -556,10 +565,15 @@ rewrite::verdict heads_in_batch_refused(const graph& g, const M& m,
   std::vector<node_id> views(more_views);
   if (has<"k_view">(m)) views.push_back(get<"k_view">(m));
   if (has<"v_view">(m)) views.push_back(get<"v_view">(m));
+  for (const value_id read : {get<"q">(m), get<"v">(m)})
+    if (const node_id merge = merge_of(g, read); merge != no_id) views.push_back(merge);
+  if (has<"k_merged">(m))
+    if (const node_id merge = merge_of(g, get<"k_merged">(m)); merge != no_id)
+      views.push_back(merge);
   if (has<"scores_view">(m)) views.push_back(get<"scores_view">(m));
   if (has<"masked_view">(m)) views.push_back(get<"masked_view">(m));
   if (has<"probs_view">(m)) views.push_back(get<"probs_view">(m));
-  if (views.empty() && !heads_in_batch(g, m)) return verdict::yes();
+  if (views.empty()) return verdict::yes();
   for (const node_id product : {get<"scores">(m), get<"pv">(m)})
     if (f.rank(g.input(product, 0)) != f.rank(g.input(product, 1)))
       return verdict::no(g.describe(product) + " multiplies " + f.shape_text(g.input(product, 0)) +
@@ -654,6 +668,7 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
 template <class M>
 std::string key_bnsh(const graph& g, const M& m, rewrite::emitter& e) {
   if (has<"k_bnsh">(m)) return e.value(get<"k_bnsh">(m));
+  if (has<"k_merged">(m)) return e.value(unmerged(g, get<"k_merged">(m)));
   if (has<"k_flat">(m)) return e.value(get<"k_flat">(m));
   if (has<"k_bsnh">(m))
     return e.op("Transpose", {e.value(get<"k_bsnh">(m))},
@@ -728,12 +743,12 @@ void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
   e.note("scale", scale_of(g, m));
   e.note("scale_form", scale_form(m));
   e.note("casts_removed", int(get<"up">(m) != no_id) + int(get<"down">(m) != no_id));
-  e.note("k_layout", has<"k_view">(m)   ? "BNSH, heads merged into the batch"
-                     : has<"k_bnsh">(m) ? "BNSH"
-                     : has<"k_bsnh">(m) ? "BSNH"
-                     : has<"k_flat">(m) ? "BNSH via a 3-D transpose"
-                     : has<"kt">(m)     ? "BNHS"
-                                        : "BNSH via repeat_kv and a 3-D transpose");
+  e.note("k_layout", has<"k_view">(m) || has<"k_merged">(m) ? "BNSH, heads merged into the batch"
+                     : has<"k_bnsh">(m)                     ? "BNSH"
+                     : has<"k_bsnh">(m)                     ? "BSNH"
+                     : has<"k_flat">(m)                     ? "BNSH via a 3-D transpose"
+                     : has<"kt">(m)                         ? "BNHS"
+                                    : "BNSH via repeat_kv and a 3-D transpose");
   e.note("dtype", std::string(dtype_name(g.type(query(g, m)))));
   if (heads_in_batch(g, m))
     e.note("heads_in_batch", "3-D MatMuls on [batch·heads, sequence, head size]");
@@ -777,6 +792,8 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
   // Repeated heads first: a repeat_kv the pattern could not prove also hides v's cache from it.
   if (!grouped && (has<"k_grouped">(m) || has<"v_grouped">(m)))
     return "the op reads the repeated heads, not the cache";
+  if (has<"k_merged">(m) || (!has<"v_view">(m) && merge_of(g, get<"v">(m)) != no_id))
+    return "the op reads the concatenated cache through a merge to 3-D that stays";
   if (!is_cache(g, k_cache) || !is_cache(g, v_cache))
     return "only one of key and value is a cache (concatenated and returned)";
   if (k_cache == v_cache) return "key and value are one Concat's output";
@@ -843,7 +860,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   }
   fused::operands in{.q = e.value(query(g, m)),
                      .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(g, m, e),
-                     .v = e.value(grouped ? get<"v_grouped">(m) : get<"v">(m)),
+                     .v = e.value(grouped ? get<"v_grouped">(m) : values(g, m)),
                      .bias = "",
                      .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
                      .zero_hidden_rows = has<"p">(m),
@@ -884,7 +901,7 @@ struct dit_attention_merged {
         return refused;
     // MultiHeadAttention's output is (batch, sequence, heads·head size): the merge must be that.
     const facts& f = facts_of(g);
-    const value_id q = dit::query(g, m), v = get<"v">(m), merged = g.output(m.root(), 0);
+    const value_id q = dit::query(g, m), v = dit::values(g, m), merged = g.output(m.root(), 0);
     const sym* d = f.rank(merged) == 3u ? f.dim_of(merged, 0) : nullptr;
     if (d == nullptr || equal(*d, *f.dim_of(q, 0)) != truth::yes ||
         equal(*f.dim_of(merged, 1), *f.dim_of(q, 2)) != truth::yes ||
@@ -914,9 +931,9 @@ struct dit_attention {
   // With heads in the batch axis the block's output is [B·N, S, H]: the op's BNSH regrouped.
   static void emit(const graph& g, const auto& m, rewrite::emitter& e, const options& o) {
     std::string y = dit::attend(g, m, e, o, false);
-    if (has<"v_view">(m)) {
+    if (facts_of(g).rank(g.input(m.root(), 1)) == 3u) {
       const facts& f = facts_of(g);
-      const value_id q = dit::query(g, m), v = get<"v">(m);
+      const value_id q = dit::query(g, m), v = dit::values(g, m);
       y = e.op("Reshape", {y, e.op("Concat",
                                    {e.constant(dtype::int64, {1}, {-1.0}),
                                     dit::dim_tensor(e, *f.dim_of(q, 2), e.value(q), 2),
