@@ -47,16 +47,15 @@ def main() -> int:
     cli = sys.argv[1]
     manifest = json.loads(conformance.MANIFEST.read_text())
     peers = json.loads(PEERS.read_text()) if PEERS.exists() else {"versions": {}, "results": {}}
-    # One table per version set: the versions a fixture was exported with, the manifest's
-    # unless the fixture names its own.
+    # One table per version set (tests/models/<set>/, each fixture's "set" and "versions").
     sets: dict[str, dict] = {}
     reasons = {}
     with tempfile.TemporaryDirectory() as work:
         for fixture in conformance.fixtures():
             stem = fixture["file"].removesuffix(".onnx")
-            set_versions = fixture.get("versions", manifest["versions"])
-            group = sets.setdefault(json.dumps(set_versions, sort_keys=True), {
-                "versions": set_versions, "rows": [],
+            group = sets.setdefault(fixture["set"], {
+                "name": fixture["set"], "versions": manifest["sets"][fixture["set"]]["versions"],
+                "rows": [],
                 "totals": {"blocks": 0, "ort": 0, "onnx": 0, "onnx_blocks": 0},
                 "peers": {p: 0 for p in PEER_NAMES}})
             totals, peer_totals = group["totals"], group["peers"]
@@ -111,13 +110,14 @@ def main() -> int:
         ".",
         "",
     ]
-    for group in sorted(sets.values(), key=lambda g: g["versions"].get("transformers", "")):
+    for name, group in sorted(sets.items()):
         totals, peer_totals = group["totals"], group["peers"]
         versions = ", ".join(f"{k} {v}" for k, v in group["versions"].items())
         out += [
-            f"## transformers {group['versions'].get('transformers', '?')}",
+            f"## {name}",
             "",
-            f"Exported with {versions}.",
+            f"`tests/models/{name}/`, exported with {versions} "
+            f"(`tests/models/{manifest['sets'][name]['requirements']}`).",
             "",
             f"Totals: fusekit `--target ort` {totals['ort']}/{totals['blocks']}, `--target onnx` "
             f"{totals['onnx']}/{totals['onnx_blocks']} (opset ≥ 23 fixtures); " +
@@ -151,16 +151,18 @@ def main() -> int:
         "the reverse; disagreements, dims both know that differ; SSI assumed, dims where SSI's "
         "answer rests on an assumption the model does not state (a slice's run-time end taken "
         "as within the dim, where fusekit has the min; two input dim_params auto_merge takes "
-        "as one; what SSI wrote before it failed). Where SSI fails, the values it "
-        "inferred before failing are compared. `tests/python/test_facts_vs_ssi.py` requires "
-        "SSI-only and disagreements to be 0; `python tests/python/facts_vs_ssi.py FUSEKIT_CLI "
-        "MODEL.onnx` lists them.",
+        "as one, or an input dim_param for another expression of them; what SSI wrote before it "
+        "failed). Where SSI fails, the values it inferred before failing are compared. "
+        "`tests/python/test_facts_vs_ssi.py` requires SSI-only and disagreements to be 0 but for "
+        "the fixtures it lists with the cause (strict expected failures); "
+        "`python tests/python/facts_vs_ssi.py FUSEKIT_CLI MODEL.onnx` lists them.",
         "",
         *facts_vs_ssi.table(facts),
     ]
-    if manifest.get("not_exported"):
-        out += ["", "## Exports left out", ""]
-        out += [f"- `{name}`: {why}" for name, why in sorted(manifest["not_exported"].items())]
+    left_out = [f"- `{name}/{fixture}`: {why}" for name, s in manifest["sets"].items()
+                for fixture, why in s["not_exported"].items()]
+    if left_out:
+        out += ["", "## Exports left out", "", *left_out]
     errors = [(stem, p, r) for stem, rs in peers["results"].items() for p, r in rs.items()
               if r.get("error")]
     if errors:

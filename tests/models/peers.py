@@ -1,5 +1,6 @@
 """What the peers make of the conformance fixtures: ONNX Runtime's transformers optimizer
-(`--model_type bert` for the encoders, `gpt2` for the decoders, `mmdit` for the diffusion models),
+(`--model_type bert` for the encoders, `gpt2` for the decoders and encoder-decoder steps, `mmdit`
+for the diffusion models),
 the onnxscript rewriter's ONNX Runtime fusions (`optimize_for_ort`) and onnxsim. Writes
 tests/models/peers.json, which make_conformance_table.py puts beside fusekit's columns.
 
@@ -25,7 +26,7 @@ PACKAGES = ["onnxruntime", "onnxscript", "onnx-ir", "onnxsim", "onnx", "numpy", 
             "packaging", "coloredlogs"]
 ENCODERS = ("bert", "bart_encoder", "clip_text", "vit", "whisper_encoder", "t5_encoder")
 DECODERS = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "gpt_neox", "gpt_bigcode", "opt",
-            "gemma2", "bloom")
+            "gemma2", "bloom", "bart", "whisper")
 TIME_LIMIT = 600
 
 

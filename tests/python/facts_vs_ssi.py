@@ -12,8 +12,8 @@ is compared with what `fusekit inspect MODEL --shapes --json` says:
   disagreement  both know it and the two differ (or the ranks differ): one of them is wrong;
   assumed       SSI's answer rests on an assumption the model does not state, so it is no
                 knowledge: fusekit has min(x, y) for a slice up to a run-time end and SSI has x or
-                y (SSI takes the end as within the dim); two distinct dim_params of the graph
-                inputs that SSI's auto_merge took as one; or, where SSI raised, what it had
+                y (SSI takes the end as within the dim); a dim_param of the graph inputs that
+                SSI's auto_merge took for another expression of them; or, where SSI raised, what it had
                 written before failing that differs from fusekit.
 
 A dim is known when it is an integer, or an expression whose every symbol is a dim_param of the
@@ -266,7 +266,7 @@ def compare(cli: str, path: str | pathlib.Path, declared: bool = False) -> Compa
             path_seen = path
         ssi, error = run_ssi(model)
         facts = run_fusekit(cli, path_seen)
-    result = Comparison(path.name, error)
+    result = Comparison(f"{path.parent.name}/{path.name}", error)
 
     def text(d):
         return "?" if d is None else str(d)
@@ -313,13 +313,14 @@ def compare(cli: str, path: str | pathlib.Path, declared: bool = False) -> Compa
 
 def _assumed(ssi: sympy.Expr, fusekit: sympy.Expr | None, dims: Dims) -> bool:
     """Where SSI's dim rests on an assumption: fusekit's is a min and SSI's one of its operands,
-    or the two are distinct dim_params of the graph inputs, which only auto_merge equates."""
+    or SSI's is a dim_param of the graph inputs and fusekit's another expression of them (a decode
+    step's total_sequence against past_sequence + 1), which only auto_merge equates."""
     if fusekit is None:
         return False
     if isinstance(fusekit, sympy.Min):
         return any(_same(ssi, a) for a in fusekit.args)
-    return (ssi.is_Symbol and fusekit.is_Symbol and ssi != fusekit and
-            {ssi, fusekit} <= dims.input_symbols)
+    return (ssi.is_Symbol and ssi in dims.input_symbols and not _same(ssi, fusekit) and
+            fusekit.free_symbols <= dims.input_symbols)
 
 
 def _what(expr: sympy.Expr) -> str:

@@ -28,9 +28,32 @@ if not CLI or not os.access(CLI, os.X_OK):
 # (fixture pattern, value name, dim index or None for the rank) → why SSI is wrong there.
 SSI_WRONG: dict[tuple[str, str, int | None], str] = {}
 
+# Fixture pattern → what facts do not know yet there, which SSI gives: each a strict expected
+# failure, so that the entry goes when facts learn it.
+NOT_KNOWN_YET: dict[str, str] = {
+    # A slice from a run-time start to the end: SSI takes the start as within the dim (OPT's
+    # positions cumsum(mask)[:, past:], T5's position bias [:, :, -S:, :]); facts have no
+    # max(0, ·) to write the length without that assumption.
+    "*/opt_decode.ts17*": "a Slice from a run-time start",
+    "transformers-5.*/opt_decode.dynamo18*": "a Slice from a run-time start",
+    "transformers-4.*/t5_encoder.ts17*": "a Slice from a run-time start",
+    # GPT-2 4.49 slices its causal buffer [P : P + 1] of 64 rows, Min(64, ·) arithmetic sym has
+    # no form for.
+    "transformers-4.49/gpt2_eager_decode.ts17*": "min arithmetic",
+    # ALiBi's key length is the mask's (total_sequence), the scores' past_sequence + 1: their sum
+    # has one where the model runs, which SSI merges into one name and facts leave unknown.
+    "*/bloom_decode.ts17*": "a broadcast of two lengths the model runs only with equal",
+    # GPTBigCode 4.49's multi-query cache is one tensor for k and v, split by a Slice of a
+    # run-time size.
+    "transformers-4.49/gpt_bigcode_decode.ts17*": "a Slice of a run-time size",
+    # torch 2.6's dynamo export expands the class token to a shape it computes from a constant
+    # the facts do not fold.
+    "transformers-4.49/vit.dynamo18*": "an Expand to a computed shape",
+}
+
 # Every fixture the manifest lists and every file there: a missing one fails, never skips.
 FIXTURES = sorted({f["file"] for f in conformance.fixtures()} |
-                  {p.name for p in conformance.MODELS.glob("*.onnx")})
+                  {str(p.relative_to(conformance.MODELS)) for p in conformance.MODELS.glob("*/*.onnx")})
 
 
 def excused(stem, entry):
@@ -51,7 +74,20 @@ def test_every_exception_matches_a_fixture():
         assert any(fnmatch.fnmatchcase(s, name) for s in stems), name
 
 
-@pytest.mark.parametrize("fixture", FIXTURES, ids=lambda f: f.removesuffix(".onnx"))
+def gap_of(fixture):
+    return next((why for name, why in NOT_KNOWN_YET.items()
+                 if fnmatch.fnmatchcase(fixture.removesuffix(".onnx"), name)), None)
+
+
+def test_every_gap_matches_a_fixture():
+    stems = [f.removesuffix(".onnx") for f in FIXTURES]
+    for name in NOT_KNOWN_YET:
+        assert any(fnmatch.fnmatchcase(s, name) for s in stems), name
+
+
+@pytest.mark.parametrize("fixture", [
+    pytest.param(f, marks=[pytest.mark.xfail(strict=True, reason=gap_of(f))] if gap_of(f) else [])
+    for f in FIXTURES], ids=lambda f: f.removesuffix(".onnx"))
 def test_fixture(fixture):
     result = facts_vs_ssi.compare(CLI, conformance.MODELS / fixture)
     stem = fixture.removesuffix(".onnx")

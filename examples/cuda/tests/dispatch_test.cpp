@@ -167,7 +167,7 @@ TEST(Dispatch, FusedTestModelsMapWithTheReportedParameters) {
   for (const char* file : {"f5tts_dit.ts17.fp16.onnx", "f5tts_dit.dynamo18.fp16.onnx",
                            "f5tts_dit.ts17.fp32.onnx", "sd3.dynamo18.fp16.onnx"}) {
     fusekit::model m =
-        fusekit::load_model(std::string(FUSEKIT_SOURCE_DIR) + "/tests/models/" + file);
+        fusekit::load_model(std::string(FUSEKIT_SOURCE_DIR) + "/tests/models/transformers-4.57/" + file);
     check_fused_model(m, fusekit::rules::attention_options::target::ort, file);
   }
 }
@@ -188,7 +188,7 @@ TEST(Dispatch, RulesOnnxTargetMaps) {
 TEST(Dispatch, ExportersOwnAttentionMaps) {
   for (const char* file : {"f5tts_dit.dynamo23.fp16.onnx", "sd3.dynamo23.fp16.onnx"}) {
     fusekit::model m =
-        fusekit::load_model(std::string(FUSEKIT_SOURCE_DIR) + "/tests/models/" + file);
+        fusekit::load_model(std::string(FUSEKIT_SOURCE_DIR) + "/tests/models/transformers-4.57/" + file);
     infer_static_shapes(m.proto);
     const fusekit::graph g(m);
     const auto nodes = fused_attention_nodes(g);

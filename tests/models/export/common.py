@@ -2,13 +2,15 @@
 check against torch, the input specification the conformance suite re-draws inputs from, and the
 manifest entry (versions, exporter, opset, dtype, blocks, one block's op chain as written).
 
-Run by a developer in a scratch venv (tests/models/export/requirements.txt), never by CI.
+Run by a developer in the scratch venv of one version set (requirements-transformers-X.Y.txt
+beside this file), never by CI.
 """
 from __future__ import annotations
 
 import contextlib
 import functools
 import importlib.metadata
+import inspect
 import io
 import pathlib
 import sys
@@ -20,7 +22,7 @@ import onnx.inliner
 import onnxruntime as ort
 import torch
 
-OUT_DIR = pathlib.Path(__file__).resolve().parent.parent  # export_fixtures.py --out replaces it
+OUT_DIR = pathlib.Path(__file__).resolve().parent.parent  # export_fixtures.py sets the set's folder
 SEED = 0
 
 # Tolerances of the export check (ONNX Runtime against torch on the export's own inputs). fp16
@@ -238,7 +240,10 @@ def _function_attributes_only(classes: set[type]):
     on a transformers PreTrainedModel (its annotations include dicts of plans, classes and the
     config; torch 2.15.0, transformers 5.24.0). Only the attributes of the modules written as
     functions become function attributes; this keeps those and drops the others."""
-    from torch.onnx._internal.torchscript_exporter import utils
+    try:
+        from torch.onnx._internal.torchscript_exporter import utils
+    except ImportError:  # older torch (2.6): the TorchScript exporter is torch.onnx.utils
+        from torch.onnx import utils
     original = utils._get_module_attributes
 
     def only_functions(module):
@@ -262,8 +267,8 @@ def export(module: torch.nn.Module, args: tuple, name: str, *, family: str, expo
            output_names: list[str], dynamic: dict | None = None, fills: dict | None = None,
            note: str = "", recheck: tuple | None = None,
            functions: set[type] | None = None) -> dict:
-    """Exports `module(*args)` to OUT_DIR/NAME.onnx (tests/models unless export_fixtures.py's --out
-    says otherwise), checks it in ONNX Runtime against torch and returns its manifest entry.
+    """Exports `module(*args)` to OUT_DIR/NAME.onnx (the version set's folder of tests/models, or
+    of export_fixtures.py's --out), checks it in ONNX Runtime against torch and returns its manifest entry.
     `dynamic` maps input names to {axis: name} (both exporters); `recheck`, inputs of other sizes
     along those axes, is checked against torch as well, so that an axis the exporter fixed shows.
     `functions` (TorchScript only): module classes written as ONNX local functions
@@ -290,6 +295,13 @@ def export(module: torch.nn.Module, args: tuple, name: str, *, family: str, expo
                 shapes = {n: {a: torch.export.Dim.AUTO for a in axes}
                           for n, axes in dynamic.items()}
                 shapes = tuple(shapes.get(n) for n in input_names[:len(args)])
+                # A forward(self, a, b, *rest) (the decode steps' past key/values) is bound by
+                # torch.export as (a, b, rest): its shapes are grouped the same way.
+                params = inspect.signature(module.forward).parameters.values()
+                if any(p.kind == p.VAR_POSITIONAL for p in params):
+                    fixed = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+                                for p in params)
+                    shapes = (*shapes[:fixed], shapes[fixed:])
             program = torch.onnx.export(module, args, dynamo=True, opset_version=opset,
                                         input_names=input_names, output_names=output_names,
                                         dynamic_shapes=shapes, optimize=True)

@@ -8,10 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 
 import torch
 import transformers
-from transformers import masking_utils
+try:
+    from transformers import masking_utils
+except ImportError:  # transformers < 4.53 builds its masks without masking_utils
+    masking_utils = None
 from transformers.cache_utils import DynamicCache
 
 import common
@@ -83,12 +87,106 @@ class DecodeStep(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids, attention_mask, *past):
-        cache = DynamicCache.from_legacy_cache(
-            tuple((past[i], past[i + 1]) for i in range(0, len(past), 2)))
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                         past_key_values=cache, use_cache=True)
-        present = [t for layer in out.past_key_values.to_legacy_cache() for t in layer]
-        return (out.logits, *present)
+        # The mask covers the past and the new tokens. Said so for torch.export with dynamic
+        # past and mask lengths: OPT cuts its positions (mask cumsum) at the past length, and
+        # without it their length, so the query's, is a symbol (an is_causal SymBool in sdpa).
+        # (The TorchScript tracer's shapes are tensors, which torch._check refuses.)
+        if not torch.jit.is_tracing():
+            torch._check(attention_mask.shape[1] == past[0].shape[2] + input_ids.shape[1])
+        cache = cache_of(past, self.model)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, use_cache=True,
+                         **cache_keyword(self.model, cache))
+        return (out.logits, *cache_tensors(cache_returned(out)))
+
+
+def legacy_only(model: torch.nn.Module | None) -> bool:
+    """Whether model takes and returns only the legacy cache (tuples of tensors, GPTBigCode's
+    fused key/value tensors): the models of older releases (transformers 4.49: GPT-2, BART,
+    GPTBigCode) whose PreTrainedModel says _supports_cache_class = False. The attribute is gone
+    from later releases (4.57 on), where every model takes a Cache."""
+    return model is not None and getattr(model, "_supports_cache_class", True) is False
+
+
+class _UnguardedCache(DynamicCache):
+    """transformers < 4.56's DynamicCache (key_cache / value_cache lists) with the same
+    get_seq_length and update, but for a layer's tensor tested by its type instead of
+    len(tensor) == 0: len() of a tensor is a Python int, so torch.export (torch 2.6) fixes the
+    tensor's first axis, the batch, to its size at the export (the graph then fails at another
+    batch, e.g. a Concat or Reshape of batch 2 against 3)."""
+
+    def get_seq_length(self, layer_idx: int | None = 0) -> int:
+        if len(self.key_cache) <= layer_idx or \
+                not isinstance(self.key_cache[layer_idx], torch.Tensor):
+            return super().get_seq_length(layer_idx)
+        return self.key_cache[layer_idx].shape[-2]
+
+    def update(self, key_states, value_states, layer_idx, cache_kwargs=None):
+        if key_states is None or len(self.key_cache) <= layer_idx or \
+                not isinstance(self.key_cache[layer_idx], torch.Tensor):
+            return super().update(key_states, value_states, layer_idx, cache_kwargs)
+        if layer_idx == 0:
+            self._seen_tokens += key_states.shape[-2]
+        self.key_cache[layer_idx] = torch.cat([self.key_cache[layer_idx], key_states], dim=-2)
+        self.value_cache[layer_idx] = torch.cat([self.value_cache[layer_idx], value_states],
+                                                dim=-2)
+        return self.key_cache[layer_idx], self.value_cache[layer_idx]
+
+
+def cache_of(flat, model: torch.nn.Module | None = None):
+    """A DynamicCache holding the flat key 0, value 0, key 1, ... tensors: through
+    from_legacy_cache where the release has it (transformers 4.x), through the constructor's
+    ddp_cache_data where it does not (transformers 5 removed from_legacy_cache). For a
+    legacy_only model, the legacy cache instead: (key, value) tuples, or for GPTBigCode one
+    tensor a layer, key and value concatenated along the last axis ([batch, past, 2 * head_dim]
+    for multi-query, whose single key/value head is squeezed out)."""
+    pairs = tuple((flat[i], flat[i + 1]) for i in range(0, len(flat), 2))
+    if legacy_only(model) and getattr(model.config, "model_type", "") == "gpt_bigcode":
+        multi_query = getattr(model.config, "multi_query", False)
+        return [torch.cat((k.squeeze(1), v.squeeze(1)) if multi_query else (k, v), dim=-1)
+                for k, v in pairs]
+    if legacy_only(model):
+        return pairs
+    if not hasattr(DynamicCache(), "layers"):  # transformers < 4.56: lists of tensors
+        return _UnguardedCache.from_legacy_cache(pairs)
+    if hasattr(DynamicCache, "from_legacy_cache"):
+        return DynamicCache.from_legacy_cache(pairs)
+    return DynamicCache(pairs)
+
+
+def cache_tensors(cache) -> list[torch.Tensor]:
+    """key 0, value 0, key 1, ... of a cache: its layers' keys and values (transformers 4.56
+    on), or its legacy tuples where it has no layers. Of an EncoderDecoderCache, the
+    self-attention cache's (GPTBigCode keeps its own cache in one in transformers 4.57)."""
+    cache = getattr(cache, "self_attention_cache", cache)
+    if hasattr(cache, "layers"):
+        return [t for layer in cache.layers for t in (layer.keys, layer.values)]
+    if isinstance(cache, (tuple, list)):
+        # A legacy cache (transformers 4.49's GPT-2, OPT and Bloom without a Cache passed in,
+        # BART with its cross-attention pair after the self-attention one): (key, value, ...)
+        # a layer; GPTBigCode's: one tensor a layer, key and value concatenated along the last
+        # axis, [batch, tokens, 2 * head_dim] for multi-query (given back with its 1 head).
+        out = []
+        for layer in cache:
+            if isinstance(layer, torch.Tensor):
+                k, v = layer.chunk(2, dim=-1)
+                layer = (k.unsqueeze(1), v.unsqueeze(1)) if layer.dim() == 3 else (k, v)
+            out += list(layer[:2])
+        return out
+    return [t for layer in cache.to_legacy_cache() for t in layer]
+
+
+def cache_keyword(model: torch.nn.Module, cache) -> dict:
+    """{name: cache} for model's forward: "cache" where the release renamed past_key_values
+    (transformers 5.2x, which still takes the old name with a deprecation warning),
+    "past_key_values" before."""
+    names = inspect.signature(model.forward).parameters
+    return {"cache" if "cache" in names else "past_key_values": cache}
+
+
+def cache_returned(out):
+    """The cache a model's output holds: out.cache (transformers 5.2x) or out.past_key_values."""
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 @contextlib.contextmanager

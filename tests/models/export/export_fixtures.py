@@ -1,23 +1,25 @@
-"""Writes the real-export fixtures of tests/models and their manifest.
+"""Writes the real-export fixtures of tests/models and their manifest, one version set at a time.
 
-    python tests/models/export/export_fixtures.py [--only NAME_PREFIX ...] [--out DIR]
-    python tests/models/export/export_fixtures.py --set heldout --out /tmp/heldout/newest
+    python tests/models/export/export_fixtures.py [--only NAME_PREFIX ...] [--out DIR] [--list]
+    python tests/models/export/export_fixtures.py --chains
+
+A version set is the packages of one requirements file beside this script
+(requirements-transformers-X.Y.txt), installed in a scratch venv of its own; the script runs in
+that venv and exports every family the set's releases support into DIR/transformers-X.Y/ (DIR is
+tests/models unless --out says otherwise), named for the transformers it finds. DIR/manifest.json
+lists every set's fixtures ("file" relative to DIR, with the "set" and "versions" that made it)
+and, per set, its versions and the fixtures it could not export with why. CI and the README
+commands never run it.
 
 Each fixture is a tiny configuration of the framework's own model classes with random weights
-(fixed seed, no hub downloads), exported with torch.onnx.export and checked in ONNX Runtime against
-torch before it is kept. Needs the packages of requirements.txt beside this file in a scratch venv;
-CI and the README commands never run it.
-
---set heldout exports the held-out set instead (encoders.py, more_decoders.py and the fp32 ts17 /
-dynamo18 diffusion families; made with requirements-newest.txt, dynamic batch and sequence where
-the model allows), meant for another directory (--out): its manifest is written there. The
-fixtures of tests/models made with those releases are files of such a run, copied with their
-manifest entries, each given a "versions" field naming its set.
+(fixed seed, no hub downloads), exported with torch.onnx.export and checked in ONNX Runtime
+against torch, at the export's sizes and at others along its dynamic axes, before it is kept.
 """
 from __future__ import annotations
 
 import argparse
 import fcntl
+import importlib.metadata
 import json
 import pathlib
 import sys
@@ -29,15 +31,24 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import common  # noqa: E402
 import decoders  # noqa: E402
 import diffusion  # noqa: E402
+import encoder_decoders  # noqa: E402
+import encoders  # noqa: E402
+import more_decoders  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
-def heldout_fixtures() -> dict:
-    import encoders
-    import more_decoders
-    diffusion_kept = {n: f for n, f in diffusion.FIXTURES.items()
-                      if n.split(".")[0] in ("f5tts_dit", "sd3", "sd35_qknorm", "flux")
-                      and n.split(".", 1)[1] in ("ts17.fp32", "dynamo18.fp32")}
-    return {**encoders.FIXTURES, **more_decoders.FIXTURES, **diffusion_kept}
+def set_name() -> str:
+    """The version set this venv holds, named for its transformers release: transformers-X.Y."""
+    major, minor = importlib.metadata.version("transformers").split(".")[:2]
+    return f"transformers-{major}.{minor}"
+
+
+def all_fixtures() -> dict:
+    """Every family: decoders.py and diffusion.py last, so that their GPT-2 fixtures (with their
+    opset-23 and fp16 forms) are the ones of that name."""
+    return {**encoders.FIXTURES, **more_decoders.FIXTURES, **encoder_decoders.FIXTURES,
+            **diffusion.FIXTURES, **decoders.FIXTURES}
 
 
 def _one_line(message: str) -> str:
@@ -49,9 +60,18 @@ def _one_line(message: str) -> str:
     return lines[0][:500] if lines else ""
 
 
-def not_exported() -> dict[str, str]:
+def unloadable() -> dict[str, str]:
     """Configurations whose export exists but cannot be kept, with why."""
     return {**getattr(diffusion, "UNLOADABLE", {}), **getattr(decoders, "UNLOADABLE", {})}
+
+
+def recompute_chains(root: pathlib.Path) -> int:
+    manifest_path = root / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    for entry in manifest["fixtures"]:
+        entry["chain"] = common.block_chain(common.inlined(onnx.load(str(root / entry["file"]))))
+    manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
+    return 0
 
 
 def main() -> int:
@@ -61,64 +81,59 @@ def main() -> int:
     parser.add_argument("--list", action="store_true", help="list the fixtures and exit")
     parser.add_argument("--chains", action="store_true",
                         help="only recompute the manifest's block chains from the files")
-    parser.add_argument("--out", type=pathlib.Path, default=common.OUT_DIR,
-                        help="directory of the .onnx files and manifest.json (default: %(default)s)")
-    parser.add_argument("--set", choices=("fixtures", "heldout"), default="fixtures",
-                        help="the tests/models fixtures (default) or the held-out set")
+    parser.add_argument("--out", type=pathlib.Path, default=ROOT,
+                        help="directory of the set folders and manifest.json (default: %(default)s)")
     args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
-    common.OUT_DIR = args.out.resolve()
-    manifest_path = common.OUT_DIR / "manifest.json"
+    root = args.out.resolve()
     if args.chains:
-        manifest = json.loads(manifest_path.read_text())
-        for entry in manifest["fixtures"]:
-            entry["chain"] = common.block_chain(
-                common.inlined(onnx.load(str(common.OUT_DIR / entry["file"]))))
-        manifest["not_exported"] = not_exported()
-        manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
-        return 0
-    fixtures = {**diffusion.FIXTURES, **decoders.FIXTURES}
-    if args.set == "heldout":
-        fixtures = heldout_fixtures()
+        return recompute_chains(root)
+    fixtures = all_fixtures()
     if args.list:
         print("\n".join(fixtures))
         return 0
+    version_set = set_name()
+    common.OUT_DIR = root / version_set
+    common.OUT_DIR.mkdir(parents=True, exist_ok=True)
     chosen = [n for n in fixtures if not args.only or any(n.startswith(p) for p in args.only)]
-    failed, done = [], {}
+    failed, done = {}, {}
     for name in chosen:
+        written = common.OUT_DIR / f"{name}.onnx"
         try:
             common.seeded()
             entry = fixtures[name](name)
         except Exception as e:  # one broken export must not lose the others
-            failed.append(f"{name}: {type(e).__name__}: {_one_line(str(e))}")
-            written = common.OUT_DIR / f"{name}.onnx"
-            if args.set == "heldout" and written.exists():  # written, then failed its check
-                (common.OUT_DIR / "failed").mkdir(exist_ok=True)
-                written.replace(common.OUT_DIR / "failed" / written.name)
-            print(f"FAILED {failed[-1]}", flush=True)
+            failed[name] = f"{type(e).__name__}: {_one_line(str(e))}"
+            if written.exists():  # written, then failed its check: not a fixture
+                written.unlink()
+            print(f"FAILED {name}: {failed[name]}", flush=True)
             continue
+        entry = {**entry, "file": f"{version_set}/{entry['file']}", "set": version_set,
+                 "versions": common.versions()}
         done[entry["file"]] = entry
         print(f"ok {entry['file']}: {entry['blocks']} blocks, {entry['bytes']} bytes", flush=True)
-    # Several exports may run at once (one per family): merge under a lock.
-    with open(manifest_path.with_suffix(".lock"), "w") as lock:
+    # Several exports may run at once (one per family, or one per set): merge under a lock.
+    manifest_path = root / "manifest.json"
+    with open(root / "manifest.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        entries = {}
-        if manifest_path.exists():
-            entries = {e["file"]: e for e in json.loads(manifest_path.read_text())["fixtures"]}
+        manifest = (json.loads(manifest_path.read_text()) if manifest_path.exists()
+                    else {"sets": {}, "fixtures": []})
+        entries = {e["file"]: e for e in manifest["fixtures"]}
         entries.update(done)
-        known = {f"{n}.onnx" for n in fixtures}
-        manifest = {"versions": common.versions(), "not_exported": not_exported(),
-                    "fixtures": sorted((e for f, e in entries.items() if f in known),
-                                       key=lambda e: e["file"])}
-        if args.set == "heldout":  # failed exports, with their one-line error, until they pass
-            old = json.loads(manifest_path.read_text()).get("failed", {}) \
-                if manifest_path.exists() else {}
-            old.update({line.split(": ", 1)[0]: line.split(": ", 1)[1] for line in failed})
-            manifest["failed"] = {n: why for n, why in sorted(old.items())
-                                  if f"{n}.onnx" not in entries and n in fixtures}
+        known = {f"{version_set}/{n}.onnx" for n in fixtures}
+        entries = {f: e for f, e in entries.items() if e["set"] != version_set or f in known}
+        own = manifest["sets"].get(version_set, {})
+        missing = {**own.get("not_exported", {}), **failed, **unloadable()}
+        manifest["sets"][version_set] = {
+            "requirements": f"export/requirements-{version_set}.txt",
+            "versions": common.versions(),
+            "not_exported": {n: why for n, why in sorted(missing.items())
+                             if f"{version_set}/{n}.onnx" not in entries and n in fixtures},
+        }
+        manifest["sets"] = dict(sorted(manifest["sets"].items()))
+        manifest["fixtures"] = sorted(entries.values(), key=lambda e: e["file"])
         manifest_path.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
-    for line in failed:
-        print(f"FAILED {line}", file=sys.stderr)
+    for name, why in failed.items():
+        print(f"FAILED {name}: {why}", file=sys.stderr)
     return 1 if failed else 0
 
 

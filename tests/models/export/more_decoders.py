@@ -3,7 +3,9 @@ GPT-NeoX, OPT, Bloom, Gemma 2 and GPTBigCode from transformers, tiny random conf
 their config classes (no hub downloads).
 
 Each is exported as a prefill (input_ids, attention_mask -> logits, no cache) with dynamic batch
-and sequence, by the TorchScript exporter (opset 17) and the dynamo exporter (opset 18), fp32.
+and sequence, and as one decode step (STEM_decode: input_ids [batch, 1], attention_mask
+[batch, past + 1], past key/values in, logits and present key/values out) with dynamic batch and
+past length, by the TorchScript exporter (opset 17) and the dynamo exporter (opset 18), fp32.
 """
 from __future__ import annotations
 
@@ -129,6 +131,32 @@ def _inputs(batch: int, seq: int):
     return ids, mask
 
 
+@contextlib.contextmanager
+def _masks_broadcast():
+    """The path decoders.masks_without_vmap gives the TorchScript exports (transformers 4.53 to
+    4.5x, sdpa_mask_older_torch) still vmaps its mask function over the query and key positions,
+    and the tracer records vmap's reshape of the query positions with the export's length
+    ([8, 1]): a prefill of another length fails in ONNX Runtime. The functions it vmaps (causal,
+    sliding window, chunk) compare positions elementwise, so broadcasting [q, 1] against [kv]
+    builds the same [q, kv] mask. Releases without that helper: nothing is patched."""
+    masking_utils = getattr(decoders, "masking_utils", None)
+    vmapped = getattr(masking_utils, "_vmap_for_bhqkv", None)
+    if vmapped is None or not hasattr(masking_utils, "sdpa_mask_older_torch"):
+        yield
+        return
+
+    def broadcast(mask_function, bh_indices=True):
+        if bh_indices:
+            return vmapped(mask_function, bh_indices)
+        return lambda b, h, q, kv: mask_function(b, h, q[:, None], kv[None, :])
+
+    masking_utils._vmap_for_bhqkv = broadcast
+    try:
+        yield
+    finally:
+        masking_utils._vmap_for_bhqkv = vmapped
+
+
 def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
     build, attn = FAMILIES[stem]
     common.seeded()
@@ -140,7 +168,9 @@ def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
     recheck = _inputs(*RECHECK)
     names = ["input_ids", "attention_mask"]
     family = stem.removesuffix("_sdpa").removesuffix("_eager")
-    with decoders.masks_without_vmap() if exporter == "torchscript" else contextlib.nullcontext():
+    torchscript = exporter == "torchscript"
+    with decoders.masks_without_vmap() if torchscript else contextlib.nullcontext(), \
+            _masks_broadcast() if torchscript else contextlib.nullcontext():
         return common.export(
             Prefill(model), args, name, family=family, exporter=exporter, opset=opset,
             dtype="float32", blocks=LAYERS, input_names=names, output_names=["logits"],
@@ -154,3 +184,81 @@ def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
 
 
 FIXTURES = common.fp32_matrix(FAMILIES, _export, "stem")
+
+
+# One decode step of each family: one new token after PAST cached ones, the cache the release's
+# own class (DynamicCache) filled from graph inputs; dynamic batch and past length.
+PAST = 7
+RECHECK_DECODE = (3, 4)  # batch, cached tokens of the second check
+
+
+def _cache_layout(model: torch.nn.Module) -> list[tuple[int, int]]:
+    """(heads, head_dim) of each cached tensor (key 0, value 0, key 1, ...), as the model's own
+    cache holds them after a 2-token prompt: [batch, heads, tokens, head_dim] in transformers 5
+    for every family (Bloom's [batch * heads, ...] and GPTBigCode's fused key/value layouts are
+    gone; GPTBigCode's multi-query cache has 1 head)."""
+    with torch.no_grad():
+        out = model(input_ids=torch.zeros(1, 2, dtype=torch.int64), use_cache=True)
+    cache = decoders.cache_returned(out)
+    if not isinstance(cache, (tuple, list)) and not hasattr(cache, "layers") and \
+            not hasattr(cache, "to_legacy_cache"):
+        # transformers 4.49's Gemma 2: a HybridCache, whose sliding-window layers keep only the
+        # window; its layers slice the mask to the window, so a DynamicCache's full-length keys
+        # do not fit ("size of tensor a (8) must match the size of tensor b (4)").
+        raise NotImplementedError(
+            f"{type(cache).__name__}: the release's {type(model).__name__} decodes only with "
+            f"its own fixed-length cache (max_cache_len buffers, cache_position), no "
+            f"DynamicCache of dynamic past length")
+    layout = []
+    for t in decoders.cache_tensors(cache):
+        assert t.dim() == 4 and t.shape[0] == 1, f"cache tensor of shape {tuple(t.shape)}"
+        layout.append((t.shape[1], t.shape[3]))
+    return layout
+
+
+def _decode_inputs(layout, batch: int, past: int):
+    ids = torch.randint(0, VOCAB, (batch, 1), dtype=torch.int64)
+    mask = torch.ones(batch, past + 1, dtype=torch.int64)
+    mask[0, :max(1, past // 3)] = 0  # row 0 left-padded, as a batched prompt is
+    return (ids, mask, *(torch.randn(batch, heads, past, dim) for heads, dim in layout))
+
+
+def _export_decode(name: str, *, stem: str, exporter: str, opset: int) -> dict:
+    stem = stem.removesuffix("_decode")
+    build, attn = FAMILIES[stem]
+    common.seeded()
+    cls, config, what = build()
+    model = cls._from_config(config, attn_implementation=attn).eval()
+    common.redraw_zero_parameters(model, std=INIT_STD)
+    layout = _cache_layout(model)
+    args = _decode_inputs(layout, BATCH, PAST)
+    common.seeded(1)
+    recheck = _decode_inputs(layout, *RECHECK_DECODE)
+    past_names = [f"past_key_values.{i // 2}.{'value' if i % 2 else 'key'}"
+                  for i in range(len(layout))]
+    present_names = [p.replace("past_key_values", "present") for p in past_names]
+    dynamic = {"input_ids": {0: "batch"}, "attention_mask": {0: "batch", 1: "total_sequence"},
+               "logits": {0: "batch"},
+               **{n: {0: "batch", 2: "past_sequence"} for n in past_names},
+               **{n: {0: "batch", 2: "total_sequence"} for n in present_names}}
+    fills = {"input_ids": {"int": [0, VOCAB]}, "attention_mask": {"ones": True},
+             **{n: {"normal": 1.0} for n in past_names}}
+    family = stem.removesuffix("_sdpa").removesuffix("_eager")
+    heads = sorted({h for h, _ in layout})
+    with decoders.masks_without_vmap() if exporter == "torchscript" else contextlib.nullcontext():
+        return common.export(
+            decoders.DecodeStep(model), args, name, family=family, exporter=exporter,
+            opset=opset, dtype="float32", blocks=LAYERS,
+            input_names=["input_ids", "attention_mask", *past_names],
+            output_names=["logits", *present_names], dynamic=dynamic, fills=fills,
+            recheck=recheck,
+            note=f"transformers {cls.__name__} attn_implementation={attn}, {what}; hidden "
+                 f"{HIDDEN}, {HEADS} heads, {LAYERS} layers; one decode step: input_ids "
+                 f"[batch, 1], attention_mask [batch, past + 1], past key/values [batch, "
+                 f"{'/'.join(map(str, heads))} kv heads, past, {layout[0][1]}] through the "
+                 f"release's DynamicCache; batch and past dynamic (row 0 left-padded at the "
+                 f"export, batch {BATCH}, {PAST} cached tokens)")
+
+
+FIXTURES.update(common.fp32_matrix([f"{stem}_decode" for stem in FAMILIES], _export_decode,
+                                   "stem"))
