@@ -49,9 +49,6 @@ NOT_FUSED_YET: dict[tuple[str, str], str] = {
     # GPT-2 4.49's head merge: a Shape of its Transpose builds the merge's target, dims no input
     # of the block has in that order, so the Transpose must stay.
     ("transformers-4.49/gpt2_eager_decode.ts17*", "*"): "is also read by Shape",
-    # Dim.AUTO leaves the encoder states' batch untied to the decoder's: BART's
-    # view(batch, -1, heads, head size) of k puts that on the heads axis, (4·s74)//s18.
-    ("transformers-4.57/bart_decode.dynamo18*", "*"): "the heads of q",
 }
 
 

@@ -45,6 +45,12 @@ class DecoderStep(torch.nn.Module):
         self.decoder, self.head, self.encoder_mask = decoder, head, encoder_mask
 
     def forward(self, input_ids, encoder_hidden_states, *rest):
+        # One batch for the decoder and the encoder states, said so for torch.export: with
+        # Dim.AUTO their batches are two symbols, and BART's view(batch, -1, heads, head size) of
+        # the cross-attention keys then leaves the heads axis a quotient of them. (The
+        # TorchScript tracer's shapes are tensors, which torch._check refuses.)
+        if not torch.jit.is_tracing():
+            torch._check(encoder_hidden_states.shape[0] == input_ids.shape[0])
         extra = {}
         if self.encoder_mask:
             extra["encoder_attention_mask"], rest = rest[0], rest[1:]

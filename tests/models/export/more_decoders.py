@@ -245,7 +245,9 @@ def _export_decode(name: str, *, stem: str, exporter: str, opset: int) -> dict:
              **{n: {"normal": 1.0} for n in past_names}}
     family = stem.removesuffix("_sdpa").removesuffix("_eager")
     heads = sorted({h for h, _ in layout})
-    with decoders.masks_without_vmap() if exporter == "torchscript" else contextlib.nullcontext():
+    torchscript = exporter == "torchscript"
+    with decoders.masks_without_vmap() if torchscript else contextlib.nullcontext(), \
+            _masks_broadcast() if torchscript else contextlib.nullcontext():
         return common.export(
             decoders.DecodeStep(model), args, name, family=family, exporter=exporter,
             opset=opset, dtype="float32", blocks=LAYERS,
