@@ -6,6 +6,8 @@ tests/models/peers.json, which make_conformance_table.py puts beside fusekit's c
 
     python tests/models/peers.py --venv DIR     # installs the peers' latest releases from PyPI
                                                 # into DIR, then runs them there
+    python tests/models/peers.py --venv DIR --only transformers-4.57/bart_decode
+                                                # re-measures some fixtures, keeps the rest
 
 Run by a developer, never by CI. Each peer runs in its own process with a time limit, so a crash
 is recorded, not fatal; a fused model counts only if ONNX Runtime loads it, and the table marks
@@ -94,6 +96,9 @@ def measure(fixture: dict, peer: str, work: pathlib.Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--venv", help="install the peers into this venv and run there")
+    parser.add_argument("--only", nargs="*", default=[], metavar="PREFIX",
+                        help="measure only fixtures whose file starts with one of these, keeping "
+                             "the others' results")
     parser.add_argument("--peer", nargs=4, metavar=("PEER", "IN", "OUT", "FAMILY"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -107,18 +112,25 @@ def main() -> int:
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
         subprocess.run([str(python), "-m", "pip", "install", "--quiet", "--upgrade", *PACKAGES],
                        check=True)
-        return subprocess.run([str(python), __file__], env=os.environ).returncode
+        return subprocess.run([str(python), __file__, "--only", *args.only],
+                              env=os.environ).returncode
     import importlib.metadata
     sys.path.insert(0, str(HERE.parent / "python"))
     import conformance
     versions = {p: importlib.metadata.version(p) for p in ("onnxruntime", "onnxscript", "onnxsim")}
     results = {}
+    if args.only:
+        results = json.loads((HERE / "peers.json").read_text())["results"]
     with tempfile.TemporaryDirectory() as work:
         for fixture in conformance.fixtures():
+            if args.only and not any(fixture["file"].startswith(p) for p in args.only):
+                continue
             stem = fixture["file"].removesuffix(".onnx")
             results[stem] = {p: measure(fixture, p, pathlib.Path(work))
                              for p in ("ort_optimizer", "onnxscript", "onnxsim")}
             print(stem, json.dumps(results[stem]), flush=True)
+    known = {f["file"].removesuffix(".onnx") for f in conformance.fixtures()}
+    results = {stem: r for stem, r in sorted(results.items()) if stem in known}
     (HERE / "peers.json").write_text(
         json.dumps({"versions": versions, "results": results}, indent=1) + "\n")
     return 0
