@@ -486,10 +486,10 @@ inline std::optional<std::vector<sym>> term_dims(const facts& f, const bias_term
 // A term added to the 3-D scores of heads in the batch axis [B·N, S, L] with a leading dim of its
 // own: the fused op reads it regrouped as the scores are, [B, N, …] (or [1, 1, …]). One of lower
 // rank broadcasts from the right the same way in 3-D and in 4-D.
-inline bool regrouped(const graph& g, const bias_term& t) {
-  const facts& f = facts_of(g);
-  const auto dims = term_dims(f, t);
-  return f.rank(g.output(t.added_by, 0)) == 3u && dims && dims->size() == 3;
+// `dims` are the term's (term_dims).
+inline bool regrouped(const graph& g, const bias_term& t,
+                      const std::optional<std::vector<sym>>& dims) {
+  return facts_of(g).rank(g.output(t.added_by, 0)) == 3u && dims && dims->size() == 3;
 }
 
 // A regrouped term's dims: its leading dim must be 1 or q's batch·heads.
@@ -537,7 +537,7 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   for (const bias_term& t : terms) {
     if (t.parts.size() == 1 && g.type(t.parts[0]) != g.type(c.q)) c.bias_type = g.type(t.parts[0]);
     auto own = term_dims(f, t);
-    if (own && regrouped(g, t) && f.rank(c.q) == 4u) own = regrouped_dims(f, *own, c.q);
+    if (regrouped(g, t, own) && f.rank(c.q) == 4u) own = regrouped_dims(f, *own, c.q);
     if (own && spans(*own, 1, keys)) c.bias_expanded_over_keys = true;
     if (own && spans(*own, 2, rows)) c.bias_expanded_over_queries = true;
     dims = own && dims ? fused::broadcast(*dims, *own) : std::nullopt;
@@ -700,8 +700,8 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
     } else {
       term = e.value(t.parts[0]);
     }
-    if (regrouped(g, t)) {
-      const std::vector<sym> d = *term_dims(f, t);
+    if (const auto dims = term_dims(f, t); regrouped(g, t, dims)) {
+      const std::vector<sym>& d = *dims;
       const std::string q = e.value(call.q), shape = e.op("Shape", {term});
       const auto lead = [&](int axis) {
         return d[0].is_constant(1) ? e.constant(dtype::int64, {1}, {1.0})
