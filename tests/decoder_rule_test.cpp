@@ -66,6 +66,10 @@ struct decoder_block {
   std::int64_t trilu_k = 0;
   // The Trilu's ones from ConstantOfShape, its value a float32 [1] of these raw bytes (else Expand).
   std::optional<std::string> trilu_ones_bytes{};
+  // transformers 5's grouped decode step: q [2, 4, 1, H] folded to `fold` (default
+  // [2, kv_heads, 4 / kv_heads, H]) for the MatMul, the product unfolded back to [2, 4, 1, Hv].
+  bool fold_queries = false;
+  std::vector<double> fold{};
 
   model build() const {
     model_builder b(opset);
@@ -114,6 +118,10 @@ struct decoder_block {
       v = repeat(v, v_head_size);
     }
     if (!kt) kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+    const std::vector<double> folded =
+        !fold.empty() ? fold
+                      : std::vector<double>{2, double(kv_heads), 4.0 / kv_heads, double(head_size)};
+    if (fold_queries) q = b.op("Reshape", {q, shape(folded)}, {}, {.name = "fold"});
     auto scores = b.op("MatMul", {q, *kt}, {}, {.name = "scores"});
     value x = b.op("Div", {scores, b.initializer("divisor", type, divisor_dims, {divisor})}, {},
                    {.name = "scaled"});
@@ -149,6 +157,9 @@ struct decoder_block {
     if (!padding.empty()) x = b.op("Add", {x, b.input("padding", type, dims(padding))});
     auto p = b.op("Softmax", {x}, {{"axis", -1}}, {.name = "softmax"});
     auto out = b.op("MatMul", {p, v}, {}, {.name = "context"});
+    if (fold_queries)
+      out = b.op("Reshape", {out, shape({2, 4, double(tokens), double(v_head_size)})}, {},
+                 {.name = "unfold"});
     b.output(out, type, {2, 4, tokens, v_head_size});
     return b.build_model();
   }
@@ -497,6 +508,83 @@ TEST(GroupQuery, TheDynamoExportersMergedRepeatIsReadAsTheGroupedHeads) {
   EXPECT_EQ(other.fusions[0].params["k_layout"], "BNHS");
   EXPECT_EQ(other.fusions[0].params["kv_cache"],
             "Concat kept: the op reads the repeated heads, not the cache");
+}
+
+// transformers 5 outside dynamo: one query's heads folded into the query axis, a row of them per
+// key/value head, against the grouped cache as it is.
+decoder_block folded_step() {
+  decoder_block spec = one_query_step();
+  spec.repeat_kv = false;
+  spec.fold_queries = true;
+  spec.padding = {2, 1, 1, 4};
+  return spec;
+}
+
+TEST(GroupQuery, QueryHeadsFoldedIntoTheQueryAxisAreReadUnfolded) {
+  model m = folded_step().build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto& params = report.fusions[0].params;
+  EXPECT_EQ(params["target"], "com.microsoft GroupQueryAttention");
+  EXPECT_EQ(params["kv_heads"], 2);
+  EXPECT_EQ(params["query_heads"],
+            "folded into the query axis, a row per key/value head: read unfolded");
+  EXPECT_EQ(params["kv_cache"], "past and present in the fused op");
+  const onnx::NodeProto* gqa = only(m, "GroupQueryAttention");
+  ASSERT_NE(gqa, nullptr);
+  EXPECT_EQ(gqa->input(3), "past_k");
+  EXPECT_EQ(gqa->input(10), "padding");
+  // The fold is gone; its unfolding reads the op's output folded again, and stays.
+  for (const auto& n : m.proto.graph().node()) EXPECT_NE(n.name(), "fold");
+  EXPECT_NE(writer_of(m, "present_k"), nullptr);
+  fusekit::rewrite::check_invariants(m);
+  const std::string once = bytes(m);
+  EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
+  EXPECT_EQ(bytes(m), once);
+}
+
+TEST(GroupQuery, FoldedQueryHeadsOfOneKeyValueHeadAreMultiQueryAttention) {
+  decoder_block spec = folded_step();
+  spec.kv_heads = 1;  // GPTBigCode: all four query heads in one row, [2, 1, 4, H]
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["kv_heads"], 1);
+  ASSERT_NE(only(m, "GroupQueryAttention"), nullptr);
+  EXPECT_EQ(attribute(*only(m, "GroupQueryAttention"), "kv_num_heads")->i(), 1);
+}
+
+TEST(GroupQuery, FoldedQueryHeadsGoToMultiHeadAttentionRepeatedWhereGroupQueryCannotTakeThem) {
+  decoder_block spec = folded_step();
+  spec.head_size = spec.v_head_size = 4;  // GroupQueryAttention's head sizes are multiples of 8
+  spec.divisor = 2;
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto& params = report.fusions[0].params;
+  EXPECT_EQ(params["target"], "com.microsoft MultiHeadAttention");
+  EXPECT_EQ(params["kv_heads"], "repeated for MultiHeadAttention's one head count");
+  EXPECT_EQ(params["kv_cache"],
+            "Concat kept: the op reads the key/value heads repeated for each query head, not the "
+            "cache");
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(GroupQuery, FoldedQueryHeadsNearMisses) {
+  // Rows of two query heads against one key/value head: the MatMul broadcasts, every row reads
+  // the same head, and nothing proves the grouping the fused ops apply.
+  decoder_block rows = folded_step();
+  rows.kv_heads = 1;
+  rows.fold = {2, 2, 2, 8};
+  EXPECT_EQ(near_miss(rows),
+            "MatMul 'context': q's heads are folded into its query axis as [2, 2, 2, 8], whose "
+            "rows are not proven to be the key/value heads of kᵀ [2, 1, 8, 4] and v [2, 1, 4, 8]");
+  // A mask of its own per key/value head hides keys per row of the fold, which is no query.
+  decoder_block per_head = folded_step();
+  per_head.padding = {2, 2, 1, 4};
+  EXPECT_EQ(near_miss(per_head),
+            "MatMul 'context': q's heads are folded into its query axis, and Add 'Add_2' adds [2, "
+            "2, 1, 4], not one row for all heads");
 }
 
 // Fuses and returns the one fusion's target, and why not GroupQueryAttention where it says.

@@ -559,6 +559,83 @@ TEST(Facts, ASliceUpToASymbolicEndIsTheMinAndBroadcastsAgainstThatEnd) {
   EXPECT_EQ(f.shape_text(id(g, sum)), "[B, S, 32]");
 }
 
+// OPT's positions: cumsum(mask)[:, past:]. x[s:] of a dim d holds max(0, d − s): the past length
+// may exceed the mask's for all the graph says, so the count is that max, one dim wherever it
+// arises, and broadcasts against 1 as itself.
+TEST(Facts, ASliceFromARunTimeStartToTheEndHoldsMaxOfZeroAndTheRest) {
+  model_builder b(17);
+  auto mask = b.input("mask", dtype::int64, {"B", "T"});
+  auto past = b.input("past", dtype::float32, {"B", 4, "P", 8});
+  auto start = b.op("Slice", {b.op("Shape", {past}), shape_constant(b, {2}), shape_constant(b, {3})});
+  auto end = shape_constant(b, {std::int64_t(1) << 62});  // as a double, exact
+  auto positions = b.op("Slice", {mask, start, end, shape_constant(b, {1})});
+  auto tokens = b.input("tokens", dtype::float32, {"B", 1, 32});
+  auto table = b.initializer(dtype::float32, {1, 1, 32}, std::vector<double>(32));
+  auto hidden = b.op("Add", {tokens, b.op("Mul", {b.op("Unsqueeze", {b.op("Cast", {positions}, {{"to", std::int64_t(1)}}), shape_constant(b, {2})}), table})});
+  // The cache and the new tokens, sliced back from their sum: P + 1 − P is 1, proven.
+  auto whole = b.input("whole", dtype::float32, {"B", "P + 1"});
+  auto last = b.op("Slice", {whole, start, end, shape_constant(b, {1})});
+  b.output(positions);
+  b.output(hidden);
+  b.output(last);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, positions)), "[B, Max(0, T - P)]");
+  EXPECT_TRUE(f.is_named(*f.dim_of(id(g, positions), 1)));
+  EXPECT_EQ(f.shape_text(id(g, hidden)), "[B, Max(0, T - P), 32]");
+  EXPECT_EQ(f.shape_text(id(g, last)), "[B, 1]");
+}
+
+// T5 before transformers 5: position_bias[:, :, -S:, :]. x[−k:] holds the last min(k, d) where k
+// is proven positive, all of x when k is d (x[−0:] is x too); a start not proven negative nor at
+// least 0 proves nothing.
+TEST(Facts, ASliceFromMinusALengthHoldsTheLastMinOfItAndTheDim) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"B", "S", 32});
+  auto bias = b.input("bias", dtype::float32, {1, 4, "S", "S"});
+  auto table = b.input("table", dtype::float32, {1, 4, 64, "S"});
+  auto s = b.op("Slice", {b.op("Shape", {x}), shape_constant(b, {1}), shape_constant(b, {2})});
+  auto minus_s = b.op("Neg", {s});
+  auto end = shape_constant(b, {std::int64_t(1) << 62});  // as a double, exact
+  auto axis = shape_constant(b, {2});
+  auto rows = b.op("Slice", {bias, minus_s, end, axis});
+  auto last_of_64 = b.op("Slice", {table, minus_s, end, axis});
+  auto one_less = b.op("Sub", {s, shape_constant(b, {1})});
+  auto unsigned_start = b.op("Slice", {bias, one_less, end, axis});
+  b.output(rows);
+  b.output(last_of_64);
+  b.output(unsigned_start);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, rows)), "[1, 4, S, S]");
+  // The last S of 64 rows are min(S, 64) only where S > 0: −0 is the start, and x[−0:] all 64.
+  EXPECT_FALSE(f.why_unknown(id(g, last_of_64), 2).empty());
+  // S − 1 is −1 where S is 0: from the end then, else from the start.
+  EXPECT_FALSE(f.why_unknown(id(g, unsigned_start), 2).empty());
+}
+
+// torch.export writes a dim it proved to be another's plus one as "s69 + 1": the exporter's
+// statement, read as that expression. A name that only looks like arithmetic stays a name.
+TEST(Facts, ADimParamWrittenAsAnExpressionOfOthersIsThatExpression) {
+  model_builder b(18);
+  auto past = b.input("past", dtype::float32, {"s43", 4, "s69", 8});
+  auto mask = b.input("mask", dtype::float32, {"s43", "s69 + 1", "2*s43", "s69 - 1"});
+  auto named = b.input("named", dtype::float32, {"seq-len", "batch size", "2", "s1 +1"});
+  b.output(b.op("Identity", {past}));
+  b.output(b.op("Identity", {mask}));
+  b.output(b.op("Identity", {named}));
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, mask)), "[s43, 1 + s69, 2·s43, -1 + s69]");
+  EXPECT_EQ(equal(*f.dim_of(id(g, mask), 1) - *f.dim_of(id(g, past), 2), sym::constant(1)),
+            truth::yes);
+  EXPECT_EQ(f.shape_text(id(g, named)), "[seq-len, batch size, 2, s1 +1]");
+  EXPECT_EQ(f.dim_of(id(g, named), 2)->constant(), std::nullopt);  // a name, not the number 2
+}
+
 // torch's expand writes Where(Equal(shape, -1), 1, shape): a dim is never -1.
 TEST(Facts, ADimIsNeverEqualToANegativeNumber) {
   model_builder b(17);

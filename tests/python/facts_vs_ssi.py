@@ -53,7 +53,7 @@ EXAMPLES = 20
 
 # Functions SSI writes into dim_params (floor(S/2), Max(S, 1)); every other name is a symbol.
 SYMPY_FUNCTIONS = {"floor": sympy.floor, "ceiling": sympy.ceiling, "Max": sympy.Max,
-                   "Min": sympy.Min, "Mod": sympy.Mod, "Abs": sympy.Abs, "sqrt": sympy.sqrt}
+                   "Min": sympy.Min, "Max": sympy.Max, "Mod": sympy.Mod, "Abs": sympy.Abs, "sqrt": sympy.sqrt}
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -312,13 +312,19 @@ def compare(cli: str, path: str | pathlib.Path, declared: bool = False) -> Compa
 
 
 def _assumed(ssi: sympy.Expr, fusekit: sympy.Expr | None, dims: Dims) -> bool:
-    """Where SSI's dim rests on an assumption: fusekit's is a min and SSI's one of its operands,
-    or SSI's is a dim_param of the graph inputs and fusekit's another expression of them (a decode
-    step's total_sequence against past_sequence + 1), which only auto_merge equates."""
+    """Where SSI's dim rests on an assumption: fusekit's is a min or a max and SSI's one of its
+    operands (x[s:] of a dim d: SSI takes d − s, as if s ≤ d; fusekit max(0, d − s)), or SSI's is a
+    dim_param of the graph inputs and fusekit's another expression of them (a decode step's
+    total_sequence against past_sequence + 1), which only auto_merge equates."""
     if fusekit is None:
         return False
-    if isinstance(fusekit, sympy.Min):
+    if isinstance(fusekit, (sympy.Min, sympy.Max)):
         return any(_same(ssi, a) for a in fusekit.args)
+    # max(0, d − s) inside a product or sum (batch · max(0, d − s) rows): SSI's d − s there too.
+    within = fusekit.replace(lambda e: isinstance(e, sympy.Max) and 0 in e.args,
+                             lambda e: next(a for a in e.args if a != 0))
+    if within != fusekit and _same(ssi, within):
+        return True
     return (ssi.is_Symbol and ssi in dims.input_symbols and not _same(ssi, fusekit) and
             fusekit.free_symbols <= dims.input_symbols)
 

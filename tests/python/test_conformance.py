@@ -27,25 +27,13 @@ if not CLI or not os.access(CLI, os.X_OK):
 NOT_FUSED_YET: dict[tuple[str, str], str] = {
     # Neither fused op caps the scores as the model does (see soft_capping_refused).
     ("*/gemma2*", "*"): "the scores are soft-capped before Softmax (tanh(s / 50) · 50",
-    # transformers 5 outside dynamo folds each key/value group's query heads into the query axis
-    # for a grouped decode step ([B, Nkv, G·S, H] against un-repeated k and v): no rule unfolds
-    # them yet.
-    **{(f"transformers-5.*/{family}_decode.ts17*", "*"):
-       "the mask [batch, 1, 1, 1 + past_sequence] is not proven to be"
-       for family in ("llama", "mistral", "phi3", "qwen2", "qwen3", "gpt_bigcode")},
-    # OPT's positions are the mask's cumsum from the past length on: q's length is that Slice's,
-    # which nothing ties to the one new token that the mask's query axis has.
-    ("*/opt_decode.ts17*", "*"): "the mask [batch, 1, 1, past_sequence + dim 1 of",
-    # The key length of the mask the dynamo exporter of torch ≤ 2.15 builds from attention_mask's
-    # dim, written as an expression ("s69 + 1") the facts read as a name of its own.
-    ("transformers-4.*/opt_decode.dynamo18*", "*"): "the scores Softmax reads",
-    ("transformers-4.49/gpt2_sdpa_decode.dynamo18*", "*"): "the scores Softmax reads",
-    ("transformers-4.49/gpt_neox_decode.dynamo18*", "*"): "the scores Softmax reads",
+    # torch 2.15's TorchScript export of a float16 LLaMA computes the softmax and its product with
+    # v in float32 (v cast up): a float32 island the fused ops, of one dtype, cannot compute
+    # without narrowing it.
+    ("transformers-4.57/llama*.ts17.fp16", "*"): "q is float16 but v is float32",
+    ("transformers-5.24/llama*.ts17.fp16", "*"): "q is float16 but v is float32",
     # GPTBigCode 4.49 slices its causal buffer from the past length: rows the facts cannot count.
     ("transformers-4.49/gpt_bigcode_decode.ts17*", "*"): "the mask [batch, 1, dim 1 of",
-    # T5 before transformers 5 slices its position bias to the last S rows with a start of -S,
-    # which the facts do not evaluate.
-    ("transformers-4.*/t5_encoder.ts17*", "*"): "the mask [batch, 4, dim 2 of",
     # GPT-2 4.49's head merge: a Shape of its Transpose builds the merge's target, dims no input
     # of the block has in that order, so the Transpose must stay.
     ("transformers-4.49/gpt2_eager_decode.ts17*", "*"): "is also read by Shape",

@@ -31,12 +31,10 @@ SSI_WRONG: dict[tuple[str, str, int | None], str] = {}
 # Fixture pattern → what facts do not know yet there, which SSI gives: each a strict expected
 # failure, so that the entry goes when facts learn it.
 NOT_KNOWN_YET: dict[str, str] = {
-    # A slice from a run-time start to the end: SSI takes the start as within the dim (OPT's
-    # positions cumsum(mask)[:, past:], T5's position bias [:, :, -S:, :]); facts have no
-    # max(0, ·) to write the length without that assumption.
-    "*/opt_decode.ts17*": "a Slice from a run-time start",
-    "transformers-5.*/opt_decode.dynamo18*": "a Slice from a run-time start",
-    "transformers-4.*/t5_encoder.ts17*": "a Slice from a run-time start",
+    # transformers 5's OPT masks total_sequence keys (attention_mask's), the cache holds
+    # past_sequence + max(0, total_sequence - past_sequence): one length only where the model
+    # runs, which SSI merges into one name and facts leave unknown.
+    "transformers-5.*/opt_decode.ts17*": "a broadcast of two lengths the model runs only with equal",
     # GPT-2 4.49 slices its causal buffer [P : P + 1] of 64 rows, Min(64, ·) arithmetic sym has
     # no form for.
     "transformers-4.49/gpt2_eager_decode.ts17*": "min arithmetic",

@@ -13,6 +13,7 @@
 // they describe the graph as it was when they were built.
 #pragma once
 
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -187,16 +188,76 @@ class facts {
     }
     return sym::atom(it->second);
   }
+  // A dim_param torch.export writes as an expression of others ("s69 + 1", "2*s53"): the
+  // exporter's statement of how the dims relate, read as that expression, so that a mask of
+  // "s69 + 1" keys is one key longer than a cache of "s69". Only that printed form is read
+  // (" + " and " - " between terms, "*" between factors): "seq-len", "batch size", a lone name or
+  // number ("2") stay names.
+  sym declared_dim(std::string_view text) {
+    if (auto e = expression(text)) return *e;
+    return named(text);
+  }
+  std::optional<sym> expression(std::string_view text) {
+    auto identifier = [](char c, bool first) {
+      return std::isalpha(static_cast<unsigned char>(c)) || c == '_' ||
+             (!first && std::isdigit(static_cast<unsigned char>(c)));
+    };
+    bool an_operator = false;
+    sym total = sym::constant(0);
+    std::size_t i = 0;
+    for (int sign = 1;;) {
+      sym product = sym::constant(1);
+      for (;;) {
+        std::size_t j = i;
+        sym factor;
+        if (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) {
+          while (j < text.size() && std::isdigit(static_cast<unsigned char>(text[j]))) ++j;
+          if (j - i > 15) return std::nullopt;
+          factor = sym::constant(std::stoll(std::string(text.substr(i, j - i))));
+        } else if (j < text.size() && identifier(text[j], true)) {
+          while (j < text.size() && identifier(text[j], false)) ++j;
+          factor = named(text.substr(i, j - i));
+        } else {
+          return std::nullopt;
+        }
+        product = product * factor;
+        i = j;
+        if (i == text.size() || text[i] != '*') break;
+        an_operator = true;
+        ++i;
+      }
+      total = sign > 0 ? total + product : total - product;
+      if (i == text.size()) break;
+      const std::string_view op = text.substr(i, 3);
+      if (op != " + " && op != " - ") return std::nullopt;
+      sign = op == " + " ? 1 : -1;
+      an_operator = true;
+      i += 3;
+    }
+    if (!an_operator || !total.known()) return std::nullopt;
+    return total;
+  }
+  // max(0, x) of a dim difference that may be negative (x[s:] of a dim d takes max(0, d − s)
+  // elements): an atom named for the expression as sympy writes it, like a min's.
+  sym at_least_zero(const sym& x) {
+    if (is_non_negative(x)) return x;
+    if (x.constant()) return sym::constant(0);
+    if (!is_named(x) || !sympy_reads_alike(x)) return {};
+    return named("Max(0, " + text(x) + ")");
+  }
+  // Operands without products or powers print alike here and in sympy.
+  static bool sympy_reads_alike(const sym& x) {
+    for (const sym::term& t : x.terms())
+      if (t.factors.size() > 1 || (t.factors.size() == 1 && t.factors[0].power != 1)) return false;
+    return true;
+  }
   // min(a, b) of two dims, both named or numbers: an atom named for the expression, so that the
   // same min wherever it arises is one dim, with its operands kept for broadcasting.
   sym minimum(const sym& a, const sym& b) {
     if (const auto x = a.constant(), y = b.constant(); x && y)
       return sym::constant(std::min(*x, *y));
     // Named for the expression as sympy reads it: operands without products or powers.
-    if (!is_named(a) || !is_named(b)) return {};
-    for (const sym* x : {&a, &b})
-      for (const sym::term& t : x->terms())
-        if (t.factors.size() > 1 || (t.factors.size() == 1 && t.factors[0].power != 1)) return {};
+    if (!is_named(a) || !is_named(b) || !sympy_reads_alike(a) || !sympy_reads_alike(b)) return {};
     const std::string ta = text(a), tb = text(b);
     const sym m = named("Min(" + std::min(ta, tb) + ", " + std::max(ta, tb) + ")");
     atoms_->minimum_of.try_emplace(*m.lone_atom(), a, b);
@@ -310,7 +371,7 @@ class facts {
     for (std::size_t i = 0; i < d.rank(); ++i) {
       const dim& x = d.dims[i];
       s.dims.push_back(x.is_static()     ? sym::constant(x.size)
-                       : x.is_symbolic() ? named(x.symbol)
+                       : x.is_symbolic() ? declared_dim(x.symbol)
                                          : fresh(v, i));
     }
     return s;
@@ -344,7 +405,7 @@ class facts {
           return contradiction("with dim " + std::to_string(i) + " = " + std::to_string(x.size));
         if (t == truth::unknown && is_fresh(s.dims[i])) s.dims[i] = sym::constant(x.size);
       } else if (x.is_symbolic() && is_fresh(s.dims[i])) {
-        s.dims[i] = named(x.symbol);
+        s.dims[i] = declared_dim(x.symbol);
       }
     }
   }
@@ -594,6 +655,14 @@ class facts {
                 "Clip",
                 "LeakyRelu",
                 "Softplus",
+                "Softsign",
+                "Mish",
+                "Elu",
+                "Selu",
+                "Celu",
+                "HardSigmoid",
+                "HardSwish",
+                "ThresholdedRelu",
                 "Dropout",
                 "LayerNormalization",
                 "RMSNormalization",
@@ -1019,14 +1088,26 @@ class facts {
     return std::nullopt;
   }
 
-  // The length of x[start:end] (step 1) along a dim of size d when a bound is symbolic: the whole
-  // dim when the end is proven to reach it, min(end, d) from the start, unknown otherwise.
+  // The length of x[start:end] (step 1) along a dim of size d when a bound is symbolic, unknown
+  // where the facts cannot write it. From the start: the whole dim when the end is proven to reach
+  // it, else min(end, d). To the end from a start proven at least 0 (a decoder's past length):
+  // max(0, d − start). From a start proven negative, −k (T5's last S rows): the last min(k, d),
+  // and all d when k is d, whatever d is (x[−0:] is x).
   sym symbolic_slice_length(const sym& d, const sym& start, const sym& end) {
-    if (!start.is_constant(0) || !end.known() || !is_non_negative(end)) return {};
-    if (equal(end, d) == truth::yes) return d;
-    if (const auto e = end.constant(); e && *e >= std::numeric_limits<std::int32_t>::max())
-      return d;
-    return minimum(end, d);
+    if (!start.known() || !end.known()) return {};
+    const auto e = end.constant();
+    const bool to_the_end =
+        equal(end, d) == truth::yes || (e && *e >= std::numeric_limits<std::int32_t>::max());
+    if (start.is_constant(0)) {
+      if (!is_non_negative(end)) return {};
+      return to_the_end ? d : minimum(end, d);
+    }
+    if (!to_the_end) return {};
+    if (is_non_negative(start)) return at_least_zero(d - start);
+    const sym k = sym::constant(0) - start;
+    if (equal(k, d) == truth::yes) return d;
+    if (is_non_negative(k - sym::constant(1))) return minimum(k, d);
+    return {};
   }
 
   void infer_slice(node_id n) {

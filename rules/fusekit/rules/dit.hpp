@@ -115,9 +115,48 @@ inline value_id unmerged(const graph& g, value_id x) {
   const node_id merge = merge_of(g, x);
   return merge == no_id ? x : g.input(merge, 0);
 }
+// transformers 5 outside dynamo folds a decode step's query heads into the query axis, a row of
+// them per key/value head: q [B, N, 1, H] → Reshape [B, Nkv, G, H], multiplied with k and v of
+// Nkv heads, and the product unfolded back. With one query that Reshape keeps every element
+// where row-major order puts it, query head n at (n / G, n % G): the products are grouped
+// attention of q [B, N, 1, H], query head n reading key/value head n / G, as the fused ops'
+// grouped heads do (that the Reshape's Nkv is k's and v's is the guard's to prove). q is read
+// through it, as through a merge.
+inline bool packs_query_heads(const graph& g, node_id reshape) {
+  const facts& f = facts_of(g);
+  const value_id x = g.input(reshape, 0), y = g.output(reshape, 0);
+  return f.rank(x) == 4u && f.rank(y) == 4u && f.dim_of(x, 2)->is_constant(1) &&
+         !f.dim_of(y, 2)->is_constant(1) && f.same_dim(x, 0, y, 0) == truth::yes &&
+         f.same_dim(x, 3, y, 3) == truth::yes &&
+         equal(*f.dim_of(x, 1), *f.dim_of(y, 1) * *f.dim_of(y, 2)) == truth::yes;
+}
+inline node_id packing_of(const graph& g, value_id x) {
+  const node_id p = g.producer(x);
+  if (p == no_id || !g.domain(p).empty() || g.op_type(p) != "Reshape" || !packs_query_heads(g, p))
+    return no_id;
+  return p;
+}
+template <class M>
+bool packed(const graph& g, const M& m) {
+  return packing_of(g, get<"q">(m)) != no_id;
+}
 template <class M>
 value_id query(const graph& g, const M& m) {
-  return unmerged(g, get<"q">(m));
+  const value_id q = get<"q">(m);
+  const node_id packing = packing_of(g, q);
+  return packing != no_id ? g.input(packing, 0) : unmerged(g, q);
+}
+// Folded query heads pair with k and v as the model holds them, the grouped heads the fused ops
+// read; so do repeat_kv's sources. no_id where the match holds no such value.
+template <class M>
+value_id grouped_keys(const graph& g, const M& m) {
+  if (has<"k_grouped">(m)) return get<"k_grouped">(m);
+  return packed(g, m) && has<"k_bnsh">(m) ? get<"k_bnsh">(m) : no_id;
+}
+template <class M>
+value_id grouped_values(const graph& g, const M& m) {
+  if (has<"v_grouped">(m)) return get<"v_grouped">(m);
+  return packed(g, m) ? get<"v">(m) : no_id;
 }
 template <class M>
 value_id values(const graph& g, const M& m) {
@@ -510,6 +549,7 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
       .q = query(g, m), .kt = key_transposed(g, m), .v = values(g, m), .scale = scale_of(g, m)};
   if (has<"k_view">(m)) c.kt = get<"k_bnsh">(m), c.key_axis = 2;
   if (has<"k_merged">(m)) c.kt = unmerged(g, get<"k_merged">(m)), c.key_axis = 2;
+  c.heads_paired = packed(g, m);
   const std::vector<bias_term> terms = bias_terms(g, m);
   if (terms.empty() || causal) return c;
   c.has_bias = true;
@@ -519,17 +559,21 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   // length is 1 or equal to it at run time, and expanding the sum there is what the Adds did.
   // Where the scores Softmax reads are proven to have q's rows, each term's query axis is 1 or
   // that length where the model runs (GPT-2's causal mask sliced to Min(n_positions, S) rows),
-  // and is expanded the same way.
+  // and is expanded the same way; so is a query axis of 1 where q's length is not proven 1 (a
+  // mask of one row for every query: the ops broadcast only its batch and heads).
   const sym* keys = f.rank(c.v) == 4u ? f.dim_of(c.v, 2) : nullptr;
   const value_id x = g.input(get<"softmax">(m), 0);
   const sym* rows = f.rank(c.q) == 4u && f.rank(x) && *f.rank(x) >= 2u &&
                             f.same_dim(x, int(*f.rank(x)) - 2, c.q, 2) == truth::yes
                         ? f.dim_of(c.q, 2)
                         : nullptr;
-  const auto spans = [](std::vector<sym>& d, std::size_t from_end, const sym* length) {
+  const auto spans = [](std::vector<sym>& d, std::size_t from_end, const sym* length,
+                         bool one_too) {
     if (d.size() < from_end || length == nullptr) return false;
     sym& own = d[d.size() - from_end];
-    if (own.is_constant(1) || equal(own, *length) == truth::yes) return false;
+    if ((own.is_constant(1) && (!one_too || length->is_constant(1))) ||
+        equal(own, *length) == truth::yes)
+      return false;
     own = *length;
     return true;
   };
@@ -538,8 +582,8 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
     if (t.parts.size() == 1 && g.type(t.parts[0]) != g.type(c.q)) c.bias_type = g.type(t.parts[0]);
     auto own = term_dims(f, t);
     if (regrouped(g, t, own) && f.rank(c.q) == 4u) own = regrouped_dims(f, *own, c.q);
-    if (own && spans(*own, 1, keys)) c.bias_expanded_over_keys = true;
-    if (own && spans(*own, 2, rows)) c.bias_expanded_over_queries = true;
+    if (own && spans(*own, 1, keys, false)) c.bias_expanded_over_keys = true;
+    if (own && spans(*own, 2, rows, true)) c.bias_expanded_over_queries = true;
     dims = own && dims ? fused::broadcast(*dims, *own) : std::nullopt;
     for (value_id part : t.parts)
       c.bias_text += (c.bias_text.empty() ? "" : " + ") + f.shape_text(part);
@@ -588,6 +632,35 @@ rewrite::verdict heads_in_batch_refused(const graph& g, const M& m,
   return verdict::yes();
 }
 
+// Query heads folded into the query axis: the products are grouped attention where the fold's
+// rows are k's and v's own heads (MatMul broadcasts heads, so [B, 1, G, H] against Nkv heads would
+// be every query head against every key/value head) and every term added to the folded scores is
+// one for all its heads and rows, as a single query's mask is.
+template <class M>
+rewrite::verdict packed_refused(const graph& g, const M& m) {
+  using rewrite::verdict;
+  if (!packed(g, m)) return verdict::yes();
+  const facts& f = facts_of(g);
+  const value_id folded = get<"q">(m), kt = key_transposed(g, m), v = values(g, m);
+  if (f.rank(kt) != 4u || f.rank(v) != 4u || f.same_dim(folded, 1, kt, 1) != truth::yes ||
+      f.same_dim(folded, 1, v, 1) != truth::yes)
+    return verdict::no("q's heads are folded into its query axis as " + f.shape_text(folded) +
+                       ", whose rows are not proven to be the key/value heads of kᵀ " +
+                       f.shape_text(kt) + " and v " + f.shape_text(v));
+  for (const bias_term& t : bias_terms(g, m)) {
+    const auto dims = term_dims(f, t);
+    const std::size_t r = dims ? dims->size() : 0;
+    const bool one_for_all = dims && (r < 2 || (*dims)[r - 2].is_constant(1)) &&
+                             (r < 3 || (*dims)[r - 3].is_constant(1));
+    if (!one_for_all)
+      return verdict::no("q's heads are folded into its query axis, and " +
+                         g.describe(t.added_by) + " adds " +
+                         (dims ? fused::dims_text(f, *dims) : std::string("a term of unproven dims")) +
+                         ", not one row for all heads");
+  }
+  return verdict::yes();
+}
+
 // Why a soft-capped block stays as it is. MultiHeadAttention has no cap. Attention-23 has
 // `softcap`, but where it applies relative to the mask changed: ONNX Runtime 1.23 caps after
 // adding the mask (−inf becomes −c, and hidden keys get weight), later versions and the ONNX
@@ -614,6 +687,7 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
   using rewrite::verdict;
   if (has<"softcap">(m)) return soft_capping_refused(g, m, opts);
   if (auto refused = heads_in_batch_refused(g, m); !refused) return refused;
+  if (auto refused = packed_refused(g, m); !refused) return refused;
   const value_id q = query(g, m);
   const dtype t = g.type(q);
   const fused::attention_call c = call_of(g, m, causal_alone(g, m));
@@ -646,9 +720,11 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
   // length wherever the model runs: the ·V MatMul reads it so.
   const value_id x = g.input(get<"softmax">(m), 0);
   const bool four = f.rank(x) == 4u;
+  // Folded query heads: the scores have the fold's rows.
+  const value_id qk = packed(g, m) ? get<"q">(m) : q;
   const bool rows =
-      four ? f.same_dim(x, 0, q, 0) == truth::yes && f.same_dim(x, 1, q, 1) == truth::yes &&
-                 f.same_dim(x, 2, q, 2) == truth::yes
+      four ? f.same_dim(x, 0, qk, 0) == truth::yes && f.same_dim(x, 1, qk, 1) == truth::yes &&
+                 f.same_dim(x, 2, qk, 2) == truth::yes
            : f.rank(x) == 3u && heads_in_batch(g, m) &&
                  equal(*f.dim_of(x, 0), *f.dim_of(q, 0) * *f.dim_of(q, 1)) == truth::yes &&
                  f.same_dim(x, 1, q, 2) == truth::yes;
@@ -659,7 +735,7 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
     return verdict::no("the scores Softmax reads " + f.shape_text(x) +
                        " are not proven to have QKᵀ's shape [batch, heads, sequence, key length] "
                        "for q " +
-                       f.shape_text(q) + (c.key_axis == 2 ? " and k " : " and kᵀ ") +
+                       f.shape_text(qk) + (c.key_axis == 2 ? " and k " : " and kᵀ ") +
                        f.shape_text(c.kt));
   return verdict::yes();
 }
@@ -752,6 +828,8 @@ void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
   e.note("dtype", std::string(dtype_name(g.type(query(g, m)))));
   if (heads_in_batch(g, m))
     e.note("heads_in_batch", "3-D MatMuls on [batch·heads, sequence, head size]");
+  if (packed(g, m))
+    e.note("query_heads", "folded into the query axis, a row per key/value head: read unfolded");
   e.note("mask", causal                                                   ? "causal, the op's own"
                  : has<"bias">(m) && (has<"select">(m) || has<"mask">(m)) ? "bias and mask, summed"
                  : has<"bias">(m)                                         ? "bias"
@@ -784,14 +862,16 @@ inline bool mask_per_query_head(const fused::attention_call& c) {
 // nothing but the replaced nodes may read present before the fused node, which computes it.
 template <class M>
 std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
-  const value_id k_read = grouped            ? get<"k_grouped">(m)
+  const value_id k_read = grouped            ? grouped_keys(g, m)
                           : has<"k_bnsh">(m) ? get<"k_bnsh">(m)
                                              : get<"k_flat">(m);
-  const value_id v_read = grouped ? get<"v_grouped">(m) : get<"v">(m);
+  const value_id v_read = grouped ? grouped_values(g, m) : get<"v">(m);
   const node_id k_cache = get<"k_cache">(m), v_cache = get<"v_cache">(m);
   // Repeated heads first: a repeat_kv the pattern could not prove also hides v's cache from it.
   if (!grouped && (has<"k_grouped">(m) || has<"v_grouped">(m)))
     return "the op reads the repeated heads, not the cache";
+  if (!grouped && packed(g, m))
+    return "the op reads the key/value heads repeated for each query head, not the cache";
   if (has<"k_merged">(m) || (!has<"v_view">(m) && merge_of(g, get<"v">(m)) != no_id))
     return "the op reads the concatenated cache through a merge to 3-D that stays";
   if (!is_cache(g, k_cache) || !is_cache(g, v_cache))
@@ -809,6 +889,25 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
   return {};
 }
 
+// Key/value heads [B, Nkv, L, H] repeated in a row to q's N, as repeat_kv repeats them:
+// Unsqueeze(2) → Expand(1, 1, N / Nkv, 1, 1) → Reshape(B, N, L, H).
+inline std::string repeat_heads(const graph& g, rewrite::emitter& e, const std::string& x,
+                                value_id q, const sym& kv_heads) {
+  const facts& f = facts_of(g);
+  const std::int64_t heads = *f.dim_of(q, 1)->constant(), groups = heads / *kv_heads.constant();
+  const std::string axis = e.constant(dtype::int64, {1}, {2.0});
+  const std::string u = g.opset("") >= 13
+                            ? e.op("Unsqueeze", {x, axis})
+                            : e.op("Unsqueeze", {x}, {{"axes", std::vector<std::int64_t>{2}}});
+  const std::string repeated =
+      e.op("Expand", {u, e.constant(dtype::int64, {5}, {1, 1, double(groups), 1, 1})});
+  const std::string shape =
+      e.op("Concat", {e.constant(dtype::int64, {3}, {0, double(heads), -1}),
+                      dim_tensor(e, *f.dim_of(q, 3), e.value(q), 3)},
+           {{"axis", 0}});
+  return e.op("Reshape", {repeated, shape});
+}
+
 // The fused op; `merged` asks for the (B, S, N·H) output, else BNSH.
 template <class M>
 std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attention_options& o,
@@ -820,7 +919,8 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   if (masked && !causal) e.note("causal", "no: " + not_causal);
   const facts& f = facts_of(g);
   const bool onnx = o.fused_target == fused::target::onnx;
-  const bool both_grouped = has<"k_grouped">(m) && has<"v_grouped">(m);
+  const value_id k_grouped = grouped_keys(g, m), v_grouped = grouped_values(g, m);
+  const bool both_grouped = k_grouped != no_id && v_grouped != no_id;
   const bool has_cache = is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m));
   // Attention takes grouped key/value heads as they are, before repeat_kv; so does
   // GroupQueryAttention, always causal, where the block is causal too: a mask that is causality
@@ -841,7 +941,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
       has_cache ? cache_kept_because(g, m, onnx_grouped || group_query) : std::string("no cache");
   std::int64_t group_query_kv_heads = 0;
   if (group_query) {
-    const value_id k_new = kept.empty() ? get<"k_new">(m) : get<"k_grouped">(m);
+    const value_id k_new = kept.empty() ? get<"k_new">(m) : k_grouped;
     if (auto refused = fused::admits_group_query(f, query(g, m), k_new, kept.empty()); refused) {
       group_query_kv_heads = *f.dim_of(k_new, 1)->constant();
     } else {
@@ -852,20 +952,26 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   }
   const bool grouped = onnx_grouped || group_query;
   if (grouped) {
-    const sym& kv_heads = *f.dim_of(get<"k_grouped">(m), 1);
+    const sym& kv_heads = *f.dim_of(k_grouped, 1);
     if (auto n = kv_heads.constant())
       e.note("kv_heads", *n);
     else
       e.note("kv_heads", f.text(kv_heads));
   }
   fused::operands in{.q = e.value(query(g, m)),
-                     .k = grouped ? e.value(get<"k_grouped">(m)) : key_bnsh(g, m, e),
-                     .v = e.value(grouped ? get<"v_grouped">(m) : values(g, m)),
+                     .k = grouped ? e.value(k_grouped) : key_bnsh(g, m, e),
+                     .v = e.value(grouped ? v_grouped : values(g, m)),
                      .bias = "",
                      .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
                      .zero_hidden_rows = has<"p">(m),
                      .causal = causal,
                      .group_query_kv_heads = group_query_kv_heads};
+  // MultiHeadAttention takes one head count: folded query heads' keys and values repeated for it.
+  if (!onnx && !grouped && packed(g, m)) {
+    e.note("kv_heads", "repeated for MultiHeadAttention's one head count");
+    in.k = repeat_heads(g, e, in.k, query(g, m), *f.dim_of(call.kt, 1));
+    in.v = repeat_heads(g, e, in.v, query(g, m), *f.dim_of(call.kt, 1));
+  }
   const bool absorbed = has_cache && kept.empty();
   if (!causal) in.bias = bias(g, m, e, call, absorbed);
   if (has_cache)
@@ -896,6 +1002,11 @@ struct dit_attention_merged {
 
   static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
     if (auto refused = dit::guard(g, m, o); !refused) return refused;
+    // Folded, the product is [B, Nkv, G, H]: a Transpose and Reshape of it are no head merge.
+    if (dit::packed(g, m))
+      return rewrite::verdict::no("q's heads are folded into its query axis: the output is " +
+                                  facts_of(g).shape_text(g.output(get<"pv">(m), 0)) +
+                                  ", not [batch, heads, sequence, head size]");
     if (has<"out_view">(m))
       if (auto refused = dit::heads_in_batch_refused(g, m, {get<"out_view">(m)}); !refused)
         return refused;
@@ -931,7 +1042,17 @@ struct dit_attention {
   // With heads in the batch axis the block's output is [B·N, S, H]: the op's BNSH regrouped.
   static void emit(const graph& g, const auto& m, rewrite::emitter& e, const options& o) {
     std::string y = dit::attend(g, m, e, o, false);
-    if (facts_of(g).rank(g.input(m.root(), 1)) == 3u) {
+    if (dit::packed(g, m)) {
+      // Folded back as the model folded q, for its own unfolding that follows.
+      const facts& f = facts_of(g);
+      const value_id folded = get<"q">(m);
+      y = e.op("Reshape", {y, e.op("Concat",
+                                   {e.constant(dtype::int64, {1}, {0.0}),
+                                    dit::dim_tensor(e, *f.dim_of(folded, 1), e.value(folded), 1),
+                                    dit::dim_tensor(e, *f.dim_of(folded, 2), e.value(folded), 2),
+                                    e.constant(dtype::int64, {1}, {-1.0})},
+                                   {{"axis", 0}})});
+    } else if (facts_of(g).rank(g.input(m.root(), 1)) == 3u) {
       const facts& f = facts_of(g);
       const value_id q = dit::query(g, m), v = dit::values(g, m);
       y = e.op("Reshape", {y, e.op("Concat",

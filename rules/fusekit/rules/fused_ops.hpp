@@ -8,7 +8,8 @@
 //   dtype         float32, float16                         float32, float16, bfloat16
 //   q, k, v       q (B,S,N·H), k and v (B,N,L,H)           q (B,Nq,S,H), k (B,Nkv,L,H),
 //                                                          v (B,Nkv,L,Hv)
-//   heads         one count for q, k and v                 Nq a multiple of Nkv
+//   heads         one count for q, k and v (grouped ones   Nq a multiple of Nkv
+//                 the model pairs itself: repeated)
 //   head size     one for q, k and v                       v's may differ
 //   bias          attention_bias (B|1, N|1, S, L)          attn_mask, the same shapes
 //   causal        unidirectional (S = L only)              is_causal (S = L only)
@@ -64,6 +65,9 @@ struct attention_call {
   bool bias_expanded_over_keys = false;
   // Its query axis is not proven q's length: the emit expands it to that length.
   bool bias_expanded_over_queries = false;
+  // The model pairs query head n with key/value head n / (N / Nkv) itself (q's heads folded into
+  // its query axis): grouped heads, which MultiHeadAttention reads repeated.
+  bool heads_paired = false;
 };
 
 inline std::string dims_text(const facts& f, const std::vector<sym>& dims) {
@@ -137,7 +141,8 @@ inline verdict admits_shapes(const facts& f, const attention_call& c, target to)
       f.same_dim(q, 1, kt, 1) == truth::yes && f.same_dim(q, 1, v, 1) == truth::yes;
   if (!same_heads) {
     const auto q_heads = f.dim_of(q, 1)->constant(), kv_heads = f.dim_of(kt, 1)->constant();
-    const bool grouped = to == target::onnx && f.same_dim(kt, 1, v, 1) == truth::yes && q_heads &&
+    const bool grouped = (to == target::onnx || c.heads_paired) &&
+                         f.same_dim(kt, 1, v, 1) == truth::yes && q_heads &&
                          kv_heads && *kv_heads > 0 && *q_heads % *kv_heads == 0;
     if (!grouped)
       return verdict::no("the heads of q " + f.shape_text(q) + " and of kᵀ " + f.shape_text(kt) +

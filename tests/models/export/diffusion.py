@@ -10,6 +10,7 @@ keeps the fixtures comparable.
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.util
 import math
 import pathlib
@@ -36,7 +37,7 @@ STATIC = "static shapes"
 
 def _sharpen(model: nn.Module, factor: float) -> None:
     norms = ("norm_q", "norm_k", "norm_added_q", "norm_added_k", "q_norm", "k_norm")
-    projections = ("to_q", "to_k", "add_q_proj", "add_k_proj")
+    projections = ("to_q", "to_k", "add_q_proj", "add_k_proj", "to_q_c", "to_k_c")
     with torch.no_grad():
         for module in model.modules():
             normed = [getattr(module, n) for n in norms
@@ -51,7 +52,12 @@ def _sharpen(model: nn.Module, factor: float) -> None:
 # ---------------------------------------------------------------- F5-TTS DiT
 
 def _f5_dit_class():
-    """f5_tts.model.backbones.dit.DiT without what only training and mel extraction need.
+    return _f5_backbone("dit", "DiT")
+
+
+def _f5_backbone(module_name: str, class_name: str):
+    """A backbone class of f5_tts.model.backbones (dit.DiT, mmdit.MMDiT, unett.UNetT) without what
+    only training and mel extraction need.
 
     f5_tts/model/__init__.py imports the trainer (wandb, accelerate, datasets, ...): the
     subpackage is registered without running it. modules.py imports torchaudio and librosa (mel
@@ -83,11 +89,11 @@ def _f5_dit_class():
             placeholders[full] = module
     sys.modules.update(placeholders)
     try:
-        from f5_tts.model.backbones.dit import DiT
+        backbone = importlib.import_module(f"f5_tts.model.backbones.{module_name}")
     finally:
         for full in placeholders:  # they must not make other libraries believe them installed
             sys.modules.pop(full, None)
-    return DiT
+    return getattr(backbone, class_name)
 
 
 F5_SEQ = 16        # mel frames
@@ -161,12 +167,15 @@ class _SD3(nn.Module):
                           return_dict=False)[0]
 
 
-def _sd3(dtype: torch.dtype, exporter: str, qk_norm: str | None = None):
+def _sd3(dtype: torch.dtype, exporter: str, qk_norm: str | None = None,
+         dual_attention_layers: tuple[int, ...] = ()):
     import diffusers
+    # Passed only when set: SD3 configs from before SD3.5 Medium have no such key.
+    dual = {"dual_attention_layers": dual_attention_layers} if dual_attention_layers else {}
     model = diffusers.SD3Transformer2DModel(
         sample_size=8, patch_size=2, in_channels=4, num_layers=SD3_LAYERS, attention_head_dim=16,
         num_attention_heads=2, joint_attention_dim=16, caption_projection_dim=32,
-        pooled_projection_dim=16, out_channels=4, pos_embed_max_size=4, qk_norm=qk_norm)
+        pooled_projection_dim=16, out_channels=4, pos_embed_max_size=4, qk_norm=qk_norm, **dual)
     common.redraw_zero_parameters(model)
     _sharpen(model, 2.0 if qk_norm else 3.0)
     module = _SD3(model).to(dtype)
@@ -176,10 +185,14 @@ def _sd3(dtype: torch.dtype, exporter: str, qk_norm: str | None = None):
             (torch.rand(BATCH) * 1000).to(dtype))
     fills = {"timestep": {"normal": 500.0}}
     style = "SD3.5 (qk_norm rms_norm)" if qk_norm else "SD3"
+    if dual_attention_layers:
+        style += (f" with dual attention in layers {list(dual_attention_layers)} (a second "
+                  f"self-attention on the image tokens, SD3.5 Medium's MMDiT-X)")
     return dict(module=module, args=args,
                 input_names=["hidden_states", "encoder_hidden_states", "pooled_projections",
                              "timestep"],
-                output_names=["sample"], fills=fills, blocks=SD3_LAYERS,
+                output_names=["sample"], fills=fills,
+                blocks=SD3_LAYERS + len(dual_attention_layers),
                 note=f"{style} MMDiT, 2 heads of 16, {SD3_LAYERS} joint blocks (the last "
                      f"context_pre_only, still one joint attention); 8x8 latent, patch 2 "
                      f"(16 image tokens) + {SD3_TEXT} text tokens, batch {BATCH}; {STATIC}")

@@ -5,11 +5,13 @@ their config classes (no hub downloads).
 Each is exported as a prefill (input_ids, attention_mask -> logits, no cache) with dynamic batch
 and sequence, and as one decode step (STEM_decode: input_ids [batch, 1], attention_mask
 [batch, past + 1], past key/values in, logits and present key/values out) with dynamic batch and
-past length, by the TorchScript exporter (opset 17) and the dynamo exporter (opset 18), fp32.
+past length, by the TorchScript exporter (opset 17) and the dynamo exporter (opset 18), fp32;
+LLaMA and GPT-2 (sdpa) in float16 as well (NAME.TAG.fp16).
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 
 import torch
 import transformers
@@ -27,6 +29,7 @@ HIDDEN = 32      # 4 heads of 8
 HEADS = 4
 KV_HEADS = 2     # GQA where the family has it
 INIT_STD = 0.2   # as decoders.py: attention scores spread over a few units
+_HALF_NOTE = {"float32": "", "float16": "; float16: the model halved, past key/values float16"}
 
 
 def _common_kwargs(**extra):
@@ -157,12 +160,13 @@ def _masks_broadcast():
         masking_utils._vmap_for_bhqkv = vmapped
 
 
-def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
+def _export(name: str, *, stem: str, exporter: str, opset: int, dtype: str = "float32") -> dict:
     build, attn = FAMILIES[stem]
     common.seeded()
     cls, config, what = build()
     model = cls._from_config(config, attn_implementation=attn).eval()
     common.redraw_zero_parameters(model, std=INIT_STD)
+    model = model.to(getattr(torch, dtype))
     args = _inputs(BATCH, PREFILL)
     common.seeded(1)
     recheck = _inputs(*RECHECK)
@@ -173,14 +177,14 @@ def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
             _masks_broadcast() if torchscript else contextlib.nullcontext():
         return common.export(
             Prefill(model), args, name, family=family, exporter=exporter, opset=opset,
-            dtype="float32", blocks=LAYERS, input_names=names, output_names=["logits"],
+            dtype=dtype, blocks=LAYERS, input_names=names, output_names=["logits"],
             dynamic={n: {0: "batch", 1: "sequence"} for n in names},
             fills={"input_ids": {"int": [0, VOCAB]}, "attention_mask": {"ones": True}},
             recheck=recheck,
             note=f"transformers {cls.__name__} attn_implementation={attn}, {what}; hidden "
                  f"{HIDDEN}, {HEADS} heads, {LAYERS} layers; prefill, no cache; input_ids, "
                  f"attention_mask [batch, sequence] dynamic (row 0 right-padded at the export, "
-                 f"batch {BATCH}, {PREFILL} tokens)")
+                 f"batch {BATCH}, {PREFILL} tokens){_HALF_NOTE[dtype]}")
 
 
 FIXTURES = common.fp32_matrix(FAMILIES, _export, "stem")
@@ -216,14 +220,15 @@ def _cache_layout(model: torch.nn.Module) -> list[tuple[int, int]]:
     return layout
 
 
-def _decode_inputs(layout, batch: int, past: int):
+def _decode_inputs(layout, batch: int, past: int, dtype: torch.dtype = torch.float32):
     ids = torch.randint(0, VOCAB, (batch, 1), dtype=torch.int64)
     mask = torch.ones(batch, past + 1, dtype=torch.int64)
     mask[0, :max(1, past // 3)] = 0  # row 0 left-padded, as a batched prompt is
-    return (ids, mask, *(torch.randn(batch, heads, past, dim) for heads, dim in layout))
+    return (ids, mask, *(torch.randn(batch, heads, past, dim).to(dtype) for heads, dim in layout))
 
 
-def _export_decode(name: str, *, stem: str, exporter: str, opset: int) -> dict:
+def _export_decode(name: str, *, stem: str, exporter: str, opset: int,
+                   dtype: str = "float32") -> dict:
     stem = stem.removesuffix("_decode")
     build, attn = FAMILIES[stem]
     common.seeded()
@@ -231,9 +236,10 @@ def _export_decode(name: str, *, stem: str, exporter: str, opset: int) -> dict:
     model = cls._from_config(config, attn_implementation=attn).eval()
     common.redraw_zero_parameters(model, std=INIT_STD)
     layout = _cache_layout(model)
-    args = _decode_inputs(layout, BATCH, PAST)
+    model = model.to(getattr(torch, dtype))
+    args = _decode_inputs(layout, BATCH, PAST, getattr(torch, dtype))
     common.seeded(1)
-    recheck = _decode_inputs(layout, *RECHECK_DECODE)
+    recheck = _decode_inputs(layout, *RECHECK_DECODE, getattr(torch, dtype))
     past_names = [f"past_key_values.{i // 2}.{'value' if i % 2 else 'key'}"
                   for i in range(len(layout))]
     present_names = [p.replace("past_key_values", "present") for p in past_names]
@@ -250,7 +256,7 @@ def _export_decode(name: str, *, stem: str, exporter: str, opset: int) -> dict:
             _masks_broadcast() if torchscript else contextlib.nullcontext():
         return common.export(
             decoders.DecodeStep(model), args, name, family=family, exporter=exporter,
-            opset=opset, dtype="float32", blocks=LAYERS,
+            opset=opset, dtype=dtype, blocks=LAYERS,
             input_names=["input_ids", "attention_mask", *past_names],
             output_names=["logits", *present_names], dynamic=dynamic, fills=fills,
             recheck=recheck,
@@ -259,8 +265,20 @@ def _export_decode(name: str, *, stem: str, exporter: str, opset: int) -> dict:
                  f"[batch, 1], attention_mask [batch, past + 1], past key/values [batch, "
                  f"{'/'.join(map(str, heads))} kv heads, past, {layout[0][1]}] through the "
                  f"release's DynamicCache; batch and past dynamic (row 0 left-padded at the "
-                 f"export, batch {BATCH}, {PAST} cached tokens)")
+                 f"export, batch {BATCH}, {PAST} cached tokens){_HALF_NOTE[dtype]}")
 
 
 FIXTURES.update(common.fp32_matrix([f"{stem}_decode" for stem in FAMILIES], _export_decode,
                                    "stem"))
+
+
+# float16 forms of two families, prefill and decode step: half-precision graphs insert their own
+# casts (masks' finfo(float16).min, RMSNorm's float32 upcast) around the attention.
+HALF_STEMS = ("llama", "gpt2_sdpa")
+for _stem in HALF_STEMS:
+    for _tag, (_exporter, _opset) in common.HELDOUT_EXPORTERS.items():
+        FIXTURES[f"{_stem}.{_tag}.fp16"] = functools.partial(
+            _export, stem=_stem, exporter=_exporter, opset=_opset, dtype="float16")
+        FIXTURES[f"{_stem}_decode.{_tag}.fp16"] = functools.partial(
+            _export_decode, stem=f"{_stem}_decode", exporter=_exporter, opset=_opset,
+            dtype="float16")
