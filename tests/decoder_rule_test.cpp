@@ -199,7 +199,8 @@ TEST(DecoderSelect, ASelectOnWhatIsHiddenFusesToo) {
   const auto& where = m.proto.graph().node(0);
   ASSERT_EQ(where.op_type(), "Where");
   EXPECT_EQ(where.input(0), "hidden");
-  EXPECT_EQ(where.input(2), "dit-attention/const_0");  // the zero goes where the scores were
+  // the zero goes where the scores were
+  EXPECT_EQ(where.input(2), "scaled-dot-product-attention/const_0");
 }
 
 TEST(DecoderSelect, MinusInfinityIsAFillInEveryFloatType) {

@@ -40,7 +40,7 @@ check "fusing the fused model changes nothing" \
 check "byte-identical second run" cmp -s fused.onnx twice.onnx
 check "dry run exits 0" test "$(exit_code "$fusekit" fuse "$sample" -o dry.onnx --dry-run)" = 0
 check "dry run writes nothing" test ! -e dry.onnx
-check "dry run prints the report" grep -q "dit-attention-merged: 2 fused" out.txt
+check "dry run prints the report" grep -q "scaled-dot-product-attention-head-merge: 2 fused" out.txt
 
 check "inspect exits 0" test "$(exit_code "$fusekit" inspect "$sample")" = 0
 check "inspect counts the blocks" grep -q "attention-like blocks (Softmax nodes): 2" out.txt
@@ -348,7 +348,7 @@ refused "no command" 2 "fusekit: no command"
 refused "demo with a model" 2 "fusekit: demo takes no model, it has its own" demo extra
 
 check "demo exits 0" test "$(exit_code "$fusekit" demo)" = 0
-check "demo fuses both blocks" grep -q "dit-attention-merged: 2 fused" out.txt
+check "demo fuses both blocks" grep -q "scaled-dot-product-attention-head-merge: 2 fused" out.txt
 
 echo "$passed passed, $failed failed"
 test "$failed" = 0

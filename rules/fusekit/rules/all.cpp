@@ -13,7 +13,8 @@
 namespace fusekit::rules {
 
 std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
-  return {dit_attention_merged_rule(attention), dit_attention_rule(attention)};
+  return {scaled_dot_product_attention_head_merge_rule(attention),
+          scaled_dot_product_attention_rule(attention)};
 }
 
 std::vector<std::string_view> names() {

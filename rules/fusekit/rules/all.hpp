@@ -1,7 +1,7 @@
 // The bundled rule library: what `fusekit fuse` runs. Each rule is compiled once, in its own
-// translation unit (dit_attention.cpp, dit_attention_merged.cpp), and reaches the driver erased
-// (rewrite::any_rule): a program that runs the library does not compile its rules again, and the
-// library's rules build in parallel.
+// translation unit (scaled_dot_product_attention.cpp, scaled_dot_product_attention_head_merge.cpp),
+// and reaches the driver erased (rewrite::any_rule): a program that runs the library does not
+// compile its rules again, and the library's rules build in parallel.
 #pragma once
 
 #include <string_view>
@@ -14,10 +14,11 @@
 namespace fusekit::rules {
 
 // Each rule of the library, bound to the caller's options, which must outlive it.
-rewrite::any_rule dit_attention_merged_rule(const attention_options& attention);
-rewrite::any_rule dit_attention_rule(const attention_options& attention);
-rewrite::any_rule dit_attention_merged_rule(const attention_options&& attention) = delete;
-rewrite::any_rule dit_attention_rule(const attention_options&& attention) = delete;
+rewrite::any_rule scaled_dot_product_attention_head_merge_rule(const attention_options& attention);
+rewrite::any_rule scaled_dot_product_attention_rule(const attention_options& attention);
+rewrite::any_rule scaled_dot_product_attention_head_merge_rule(
+    const attention_options&& attention) = delete;
+rewrite::any_rule scaled_dot_product_attention_rule(const attention_options&& attention) = delete;
 
 // The library, in the order the report lists it: the one list that fuse_all runs and whose names
 // the command line accepts.
