@@ -99,6 +99,26 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
                                                     "scaled-dot-product-attention"}));
 }
 
+// The rules' names before the rename select the renamed rules for one release; the report prints
+// the current names.
+TEST(Registry, AFormerNameSelectsTheRenamedRule) {
+  EXPECT_EQ(fusekit::rules::current_name("dit-attention"), "scaled-dot-product-attention");
+  EXPECT_EQ(fusekit::rules::current_name("dit-attention-merged"),
+            "scaled-dot-product-attention-head-merge");
+  EXPECT_EQ(fusekit::rules::current_name("scaled-dot-product-attention"),
+            "scaled-dot-product-attention");
+  EXPECT_EQ(fusekit::rules::current_name("nope"), "nope");
+  model m = block{}.build();
+  const auto report = fusekit::rules::fuse_all(m, {.rules = {"dit-attention"}});
+  EXPECT_EQ(report.rules, std::vector<std::string>{"scaled-dot-product-attention"});
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].rule, "scaled-dot-product-attention");
+  model other = block{}.build();
+  const auto merged_only = fusekit::rules::fuse_all(other, {.rules = {"dit-attention-merged"}});
+  EXPECT_EQ(merged_only.rules, std::vector<std::string>{"scaled-dot-product-attention-head-merge"});
+  EXPECT_TRUE(merged_only.fusions.empty());
+}
+
 // A program's own list of the library's rules runs as fuse_all does, the survey included.
 TEST(Registry, AListOfItsOwnRunsTheLibrarysRules) {
   model m = block{}.build();

@@ -27,6 +27,12 @@ std::vector<rewrite::any_rule> bundled(const attention_options&& attention) = de
 
 std::vector<std::string_view> names();
 
+// A rule's name for the name it had before (dit-attention, dit-attention-merged: the rules were
+// named for the first models they fused), any other name as it is. Wherever rules are selected
+// by name (fuse_all's run options, the command line's --rules) the former names select the
+// renamed rules for one release; reports print the current names.
+std::string_view current_name(std::string_view name);
+
 // The survey fuse_all runs before any rule: the attention ops the model held already (the
 // report's already_fused), for a program that runs the library's rules in a list of its own.
 void find_fused_attention(const graph& g, rewrite::report& out);
