@@ -210,7 +210,8 @@ TEST(DecoderSelect, ASelectOnWhatIsHiddenFusesToo) {
   const auto& where = m.proto.graph().node(0);
   ASSERT_EQ(where.op_type(), "Where");
   EXPECT_EQ(where.input(0), "hidden");
-  EXPECT_EQ(where.input(2), "dit-attention/const_0");  // the zero goes where the scores were
+  // the zero goes where the scores were
+  EXPECT_EQ(where.input(2), "scaled-dot-product-attention/const_0");
 }
 
 TEST(DecoderSelect, MinusInfinityIsAFillInEveryFloatType) {
@@ -227,10 +228,6 @@ TEST(DecoderSelect, NearMisses) {
   EXPECT_EQ(near_miss({.type = dtype::float16, .fill = -65504}),
             "MatMul 'context': the select fills masked scores with -65504, neither −inf nor "
             "(float16) anything else; added as a bias it would not give the same softmax");
-  // Padding alone of shape [2, 1, 1, 5] is broadcast over the queries by Add, not by the ops.
-  EXPECT_EQ(near_miss({.select = false, .padding = {2, 1, 1, 5}}),
-            "MatMul 'context': the mask [2, 1, 1, 5] is not proven to be (batch or 1, heads or 1, "
-            "sequence, key length) for q [2, 4, 5, 8] and v [2, 4, 5, 8]");
 }
 
 // ---- causality alone: the op's own causal form
@@ -508,6 +505,23 @@ TEST(GroupQuery, TheDynamoExportersMergedRepeatIsReadAsTheGroupedHeads) {
   EXPECT_EQ(other.fusions[0].params["k_layout"], "BNHS");
   EXPECT_EQ(other.fusions[0].params["kv_cache"],
             "Concat kept: the op reads the repeated heads, not the cache");
+}
+
+// Padding alone of shape [2, 1, 1, 5] is broadcast over the queries by the Add; the ops broadcast
+// only a mask's batch and heads, so the emit expands its one row to the queries, as the Add did.
+TEST(DecoderSelect, AMaskOfOneRowForEveryQueryIsExpandedToTheQueries) {
+  model m = decoder_block{.select = false, .padding = {2, 1, 1, 5}}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["bias_queries"],
+            "expanded to q's length, as the model's Add broadcast it");
+  const onnx::NodeProto* mha = only(m, "MultiHeadAttention");
+  ASSERT_NE(mha, nullptr);
+  const onnx::NodeProto* expand = writer_of(m, mha->input(5));
+  ASSERT_NE(expand, nullptr);
+  EXPECT_EQ(expand->op_type(), "Expand");
+  EXPECT_EQ(expand->input(0), "padding");
+  fusekit::rewrite::check_invariants(m);
 }
 
 // transformers 5 outside dynamo: one query's heads folded into the query axis, a row of them per

@@ -105,9 +105,16 @@ arguments parse(int argc, char** argv) {
       const std::string& list = value();
       if (list != "all") a.options.rules = split(list);
       const std::vector<std::string_view> known = fusekit::rules::names();
-      for (const std::string& name : a.options.rules)
+      for (std::string& name : a.options.rules) {
+        // A rule's former name selects it for one release after the rename.
+        if (const std::string_view now = fusekit::rules::current_name(name); now != name) {
+          std::cerr << "fusekit: rule '" << name << "' is now '" << now
+                    << "'; the old name goes in the next release\n";
+          name = std::string(now);
+        }
         if (std::find(known.begin(), known.end(), name) == known.end())
           throw usage_error("unknown rule '" + name + "'");
+      }
     } else if (flag == "--target") {
       const std::string& target = value();
       if (target != "ort" && target != "onnx") throw usage_error("--target is ort or onnx");

@@ -40,7 +40,20 @@ check "fusing the fused model changes nothing" \
 check "byte-identical second run" cmp -s fused.onnx twice.onnx
 check "dry run exits 0" test "$(exit_code "$fusekit" fuse "$sample" -o dry.onnx --dry-run)" = 0
 check "dry run writes nothing" test ! -e dry.onnx
-check "dry run prints the report" grep -q "dit-attention-merged: 2 fused" out.txt
+check "dry run prints the report" grep -q "scaled-dot-product-attention-head-merge: 2 fused" out.txt
+# The rules' names before the rename select the renamed rules for one release.
+check "a rule's former name exits 0" test "$(exit_code "$fusekit" fuse "$sample" -o old.onnx \
+  --dry-run --rules dit-attention-merged)" = 0
+check "a rule's former name runs the renamed rule" \
+  grep -q "^scaled-dot-product-attention-head-merge: 2 fused" out.txt
+check "a rule's former name runs only that rule" \
+  test "$(grep -c "^scaled-dot-product-attention:" out.txt)" = 0
+check "a rule's former name: stderr names the new one" grep -q \
+  "rule 'dit-attention-merged' is now 'scaled-dot-product-attention-head-merge'" err.txt
+check "the other former name selects the rule without the head merge" test "$(exit_code \
+  "$fusekit" fuse "$sample" -o old.onnx --dry-run --rules dit-attention)" = 0
+check "the other former name: the report names the rule" \
+  grep -q "^scaled-dot-product-attention: [0-9]* fused" out.txt
 
 check "inspect exits 0" test "$(exit_code "$fusekit" inspect "$sample")" = 0
 check "inspect counts the blocks" grep -q "attention-like blocks (Softmax nodes): 2" out.txt
@@ -348,7 +361,7 @@ refused "no command" 2 "fusekit: no command"
 refused "demo with a model" 2 "fusekit: demo takes no model, it has its own" demo extra
 
 check "demo exits 0" test "$(exit_code "$fusekit" demo)" = 0
-check "demo fuses both blocks" grep -q "dit-attention-merged: 2 fused" out.txt
+check "demo fuses both blocks" grep -q "scaled-dot-product-attention-head-merge: 2 fused" out.txt
 
 echo "$passed passed, $failed failed"
 test "$failed" = 0

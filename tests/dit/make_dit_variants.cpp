@@ -187,7 +187,7 @@ onnx::ModelProto make_block(const spec& s) {
 struct expectation {
   std::vector<std::string> targets = {"ort"};
   int fused = 1;
-  std::string rule = "dit-attention";
+  std::string rule = "scaled-dot-product-attention";
   int casts_removed = 0;
   std::optional<double> scale{};
   std::optional<int> num_heads{};
@@ -230,7 +230,7 @@ struct writer {
   void fuses(const spec& s, expectation e = {}) {
     save(s.name + ".onnx", make_block(s));
     if (s.opset >= 23) e.targets = {"ort", "onnx"};
-    e.rule = s.merged ? "dit-attention-merged" : "dit-attention";
+    e.rule = s.merged ? "scaled-dot-product-attention-head-merge" : "scaled-dot-product-attention";
     e.casts_removed = s.cast == casts::f32 ? 2 : 0;
     e.scale = scale_of(s);
     e.num_heads = s.heads;
@@ -397,7 +397,7 @@ void write_variants(const std::filesystem::path& dir) {
   {
     fusekit::samples::dit_config c{.layers = 2, .heads = 4, .head_dim = 16, .batch = 2};
     const expectation e{.fused = 2,
-                        .rule = "dit-attention-merged",
+                        .rule = "scaled-dot-product-attention-head-merge",
                         .casts_removed = 4,
                         .scale = c.scale,
                         .num_heads = c.heads,
@@ -421,7 +421,7 @@ void write_variants(const std::filesystem::path& dir) {
     w.entry("dit22_f5tts", "dit22_f5tts.onnx",
             "22-layer F5-TTS-like DiT: 16 heads of 64, batch 2, float16, scale 100",
             {.fused = 22,
-             .rule = "dit-attention-merged",
+             .rule = "scaled-dot-product-attention-head-merge",
              .casts_removed = 44,
              .scale = c.scale,
              .num_heads = c.heads,

@@ -1,4 +1,4 @@
-"""The DiT attention rules against ONNX Runtime: what `fusekit fuse` writes computes what it read.
+"""The attention rules on DiT variants against ONNX Runtime: `fusekit fuse` computes what it read.
 
 The ctest fixture (make_dit_variants, tests/dit/make_dit_variants.cpp) writes one unfused model per
 variant into FUSEKIT_MODEL_DIR/dit, with variants.json saying what the rules must make of each;

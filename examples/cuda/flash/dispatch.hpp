@@ -10,7 +10,7 @@
 //                                     total_sequence_length are taken as every row's full
 //                                     length, which is what fusekit's rules write there.
 //
-// Where the node's K is Transpose(perm 0,1,3,2) of a BNHS tensor (what the DiT rules emit for
+// Where the node's K is Transpose(perm 0,1,3,2) of a BNHS tensor (what the attention rules emit for
 // F5-TTS's pre-transposed K), the kernel reads that tensor directly and the Transpose is not run.
 #pragma once
 

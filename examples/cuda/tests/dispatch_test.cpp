@@ -142,7 +142,7 @@ TEST(Dispatch, RefusesWhatTheKernelsDoNotCompute) {
   EXPECT_NE(nodes[1].refusal.find("softcap"), std::string::npos) << nodes[1].refusal;
 }
 
-// The DiT rules' own output: every fused node maps, with the parameters the report records.
+// The attention rules' own output: every fused node maps, with the parameters the report records.
 void check_fused_model(fusekit::model& m, fusekit::rules::attention_options::target target,
                        const std::string& what) {
   const fusekit::rules::attention_options attention{.fused_target = target};

@@ -75,8 +75,8 @@ struct report {
     return out;
   }
 
-  // "dit-attention: 22 fused, 1 near miss" per rule, then the ops removed and added, then each
-  // near miss with its reason.
+  // "scaled-dot-product-attention: 22 fused, 1 near miss" per rule, then the ops removed and
+  // added, then each near miss with its reason.
   std::string to_table() const {
     std::ostringstream out;
     for (const std::string& name : rules) {

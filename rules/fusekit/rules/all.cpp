@@ -13,7 +13,8 @@
 namespace fusekit::rules {
 
 std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
-  return {dit_attention_merged_rule(attention), dit_attention_rule(attention)};
+  return {scaled_dot_product_attention_head_merge_rule(attention),
+          scaled_dot_product_attention_rule(attention)};
 }
 
 std::vector<std::string_view> names() {
@@ -21,6 +22,16 @@ std::vector<std::string_view> names() {
   std::vector<std::string_view> out;
   for (const rewrite::any_rule& r : bundled(defaults)) out.push_back(r.name());
   return out;
+}
+
+std::string_view current_name(std::string_view name) {
+  // Kept for one release after the rename; then this table goes.
+  static constexpr std::pair<std::string_view, std::string_view> renamed[] = {
+      {"dit-attention-merged", "scaled-dot-product-attention-head-merge"},
+      {"dit-attention", "scaled-dot-product-attention"}};
+  for (const auto& [before, now] : renamed)
+    if (name == before) return now;
+  return name;
 }
 
 namespace {
@@ -50,7 +61,9 @@ void find_fused_attention(const graph& g, rewrite::report& out) {
 
 rewrite::report fuse_all(model& m, const rewrite::options& run,
                          const attention_options& attention) {
-  return rewrite::fuse(m, bundled(attention), run, &find_fused_attention);
+  rewrite::options current = run;
+  for (std::string& name : current.rules) name = std::string(current_name(name));
+  return rewrite::fuse(m, bundled(attention), current, &find_fused_attention);
 }
 
 }  // namespace fusekit::rules

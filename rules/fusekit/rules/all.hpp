@@ -1,7 +1,7 @@
 // The bundled rule library: what `fusekit fuse` runs. Each rule is compiled once, in its own
-// translation unit (dit_attention.cpp, dit_attention_merged.cpp), and reaches the driver erased
-// (rewrite::any_rule): a program that runs the library does not compile its rules again, and the
-// library's rules build in parallel.
+// translation unit (scaled_dot_product_attention.cpp, scaled_dot_product_attention_head_merge.cpp),
+// and reaches the driver erased (rewrite::any_rule): a program that runs the library does not
+// compile its rules again, and the library's rules build in parallel.
 #pragma once
 
 #include <string_view>
@@ -14,10 +14,11 @@
 namespace fusekit::rules {
 
 // Each rule of the library, bound to the caller's options, which must outlive it.
-rewrite::any_rule dit_attention_merged_rule(const attention_options& attention);
-rewrite::any_rule dit_attention_rule(const attention_options& attention);
-rewrite::any_rule dit_attention_merged_rule(const attention_options&& attention) = delete;
-rewrite::any_rule dit_attention_rule(const attention_options&& attention) = delete;
+rewrite::any_rule scaled_dot_product_attention_head_merge_rule(const attention_options& attention);
+rewrite::any_rule scaled_dot_product_attention_rule(const attention_options& attention);
+rewrite::any_rule scaled_dot_product_attention_head_merge_rule(
+    const attention_options&& attention) = delete;
+rewrite::any_rule scaled_dot_product_attention_rule(const attention_options&& attention) = delete;
 
 // The library, in the order the report lists it: the one list that fuse_all runs and whose names
 // the command line accepts.
@@ -25,6 +26,12 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention);
 std::vector<rewrite::any_rule> bundled(const attention_options&& attention) = delete;
 
 std::vector<std::string_view> names();
+
+// A rule's name for the name it had before (dit-attention, dit-attention-merged: the rules were
+// named for the first models they fused), any other name as it is. Wherever rules are selected
+// by name (fuse_all's run options, the command line's --rules) the former names select the
+// renamed rules for one release; reports print the current names.
+std::string_view current_name(std::string_view name);
 
 // The survey fuse_all runs before any rule: the attention ops the model held already (the
 // report's already_fused), for a program that runs the library's rules in a list of its own.

@@ -142,8 +142,8 @@ inline verdict admits_shapes(const facts& f, const attention_call& c, target to)
   if (!same_heads) {
     const auto q_heads = f.dim_of(q, 1)->constant(), kv_heads = f.dim_of(kt, 1)->constant();
     const bool grouped = (to == target::onnx || c.heads_paired) &&
-                         f.same_dim(kt, 1, v, 1) == truth::yes && q_heads &&
-                         kv_heads && *kv_heads > 0 && *q_heads % *kv_heads == 0;
+                         f.same_dim(kt, 1, v, 1) == truth::yes && q_heads && kv_heads &&
+                         *kv_heads > 0 && *q_heads % *kv_heads == 0;
     if (!grouped)
       return verdict::no("the heads of q " + f.shape_text(q) + " and of kᵀ " + f.shape_text(kt) +
                          " and v " + f.shape_text(v) +

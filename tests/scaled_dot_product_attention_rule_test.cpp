@@ -1,6 +1,8 @@
-// The DiT attention rules: the F5-TTS block fuses, with its parameters reported, and every near
-// miss is left untouched with the reason a user reads. ONNX Runtime parity lives in
-// tests/python/test_dit_parity.py.
+// The scaled dot-product attention rules on blocks built here (F5-TTS's DiT block and its
+// variants: scales, masks, key layouts, heads in the batch axis, local functions): each fuses,
+// with its parameters reported, and every near miss is left untouched with the reason a user
+// reads. Decoder blocks are decoder_rule_test.cpp's; ONNX Runtime parity on the DiT variants lives
+// in tests/python/test_dit_parity.py.
 #include "fusekit/rules/all.hpp"
 #include "test_support.hpp"
 
@@ -93,7 +95,28 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
   const auto report = fusekit::rules::fuse_all(m);
   const auto names = fusekit::rules::names();
   EXPECT_EQ(report.rules, std::vector<std::string>(names.begin(), names.end()));
-  EXPECT_EQ(report.rules, (std::vector<std::string>{"dit-attention-merged", "dit-attention"}));
+  EXPECT_EQ(report.rules, (std::vector<std::string>{"scaled-dot-product-attention-head-merge",
+                                                    "scaled-dot-product-attention"}));
+}
+
+// The rules' names before the rename select the renamed rules for one release; the report prints
+// the current names.
+TEST(Registry, AFormerNameSelectsTheRenamedRule) {
+  EXPECT_EQ(fusekit::rules::current_name("dit-attention"), "scaled-dot-product-attention");
+  EXPECT_EQ(fusekit::rules::current_name("dit-attention-merged"),
+            "scaled-dot-product-attention-head-merge");
+  EXPECT_EQ(fusekit::rules::current_name("scaled-dot-product-attention"),
+            "scaled-dot-product-attention");
+  EXPECT_EQ(fusekit::rules::current_name("nope"), "nope");
+  model m = block{}.build();
+  const auto report = fusekit::rules::fuse_all(m, {.rules = {"dit-attention"}});
+  EXPECT_EQ(report.rules, std::vector<std::string>{"scaled-dot-product-attention"});
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].rule, "scaled-dot-product-attention");
+  model other = block{}.build();
+  const auto merged_only = fusekit::rules::fuse_all(other, {.rules = {"dit-attention-merged"}});
+  EXPECT_EQ(merged_only.rules, std::vector<std::string>{"scaled-dot-product-attention-head-merge"});
+  EXPECT_TRUE(merged_only.fusions.empty());
 }
 
 // A program's own list of the library's rules runs as fuse_all does, the survey included.
@@ -111,12 +134,12 @@ TEST(Registry, AListOfItsOwnRunsTheLibrarysRules) {
   EXPECT_EQ(report.already_fused, std::vector<std::string>{"Attention 'sdpa'"});
 }
 
-TEST(DitRule, FusesTheF5Block) {
+TEST(SdpaRule, FusesTheF5Block) {
   model m = block{}.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   const auto& f = report.fusions[0];
-  EXPECT_EQ(f.rule, "dit-attention");
+  EXPECT_EQ(f.rule, "scaled-dot-product-attention");
   EXPECT_EQ(f.params["scale"], 100.0);
   EXPECT_EQ(f.params["num_heads"], 4);
   EXPECT_EQ(f.params["casts_removed"], 2);
@@ -134,7 +157,7 @@ TEST(DitRule, FusesTheF5Block) {
   EXPECT_EQ(bytes(m), once);
 }
 
-TEST(DitRule, FusesToStandardAttentionAtOpset23) {
+TEST(SdpaRule, FusesToStandardAttentionAtOpset23) {
   block spec;
   spec.opset = 23;
   model m = spec.build();
@@ -147,7 +170,7 @@ TEST(DitRule, FusesToStandardAttentionAtOpset23) {
   EXPECT_EQ(m.proto.graph().node(0).input(1), "k");
 }
 
-TEST(DitRule, AKeyGivenAsBnhsIsUsedAsItIs) {
+TEST(SdpaRule, AKeyGivenAsBnhsIsUsedAsItIs) {
   block spec;
   spec.k_perm = {0, 1, 2, 3};  // kᵀ already [B, N, H, L]: no Transpose to undo
   spec.k_given_transposed = true;
@@ -157,7 +180,7 @@ TEST(DitRule, AKeyGivenAsBnhsIsUsedAsItIs) {
   EXPECT_EQ(report.fusions[0].params["k_layout"], "BNHS");
 }
 
-TEST(DitRule, NearMisses) {
+TEST(SdpaRule, NearMisses) {
   block axis2;
   axis2.softmax_axis = 2;  // softmax over the query axis is not attention
   EXPECT_EQ(near_miss(axis2),
@@ -221,7 +244,7 @@ TEST(DitRule, NearMisses) {
             "imports 17 and fusekit does not raise it");
 }
 
-TEST(DitRule, AKeyTransposeWithItsInputOmittedIsANearMiss) {
+TEST(SdpaRule, AKeyTransposeWithItsInputOmittedIsANearMiss) {
   // Invalid input (Transpose needs its input), as one flipped bit of a model makes it: the facts
   // step onto the omitted value, learn nothing, and the guard refuses instead of crashing.
   block no_key;
@@ -232,7 +255,7 @@ TEST(DitRule, AKeyTransposeWithItsInputOmittedIsANearMiss) {
             "Transpose 'k_t' has no input 0");
 }
 
-TEST(DitRule, TheMergedBlockKeepsWhatItsReplacementReads) {
+TEST(SdpaRule, TheMergedBlockKeepsWhatItsReplacementReads) {
   // Target onnx re-creates the head merge from the original shape, here a Constant node: the
   // Constant must outlive the Reshape it fed.
   model_builder b(23);
@@ -256,19 +279,19 @@ TEST(DitRule, TheMergedBlockKeepsWhatItsReplacementReads) {
   fusekit::rewrite::check_invariants(m);
 }
 
-TEST(DitRule, NumHeadsMayNotContradictTheModel) {
+TEST(SdpaRule, NumHeadsMayNotContradictTheModel) {
   attention_options opts;
   opts.num_heads = 8;  // the shapes say 4: splitting into 8 would compute something else
   EXPECT_EQ(near_miss(block{}, opts),
             "MatMul 'context': --num-heads 8 contradicts the 4 heads of the model");
 }
 
-TEST(DitRule, HeadsComeFromTheHeadSplitWhenShapesAreMissing) {
+TEST(SdpaRule, HeadsComeFromTheHeadSplitWhenShapesAreMissing) {
   // The sample trunk declares no intermediate shapes; heads come from Reshape(…, [0, 0, 4, 16]).
   model m{fusekit::samples::make_dit_model({.layers = 2}), {}};
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 2u);
-  EXPECT_EQ(report.fusions[0].rule, "dit-attention-merged");
+  EXPECT_EQ(report.fusions[0].rule, "scaled-dot-product-attention-head-merge");
   EXPECT_EQ(report.fusions[0].params["num_heads"], 4);
   EXPECT_EQ(report.removed()["Cast"], 4);
   fusekit::rewrite::check_invariants(m);
@@ -312,7 +335,7 @@ struct split_block {
   }
 };
 
-TEST(DitFacts, ALongElementWiseChainBeforeQKeepsItsShape) {
+TEST(SdpaFacts, ALongElementWiseChainBeforeQKeepsItsShape) {
   // Twenty ops between the head split and the MatMul, nothing declared: the facts follow all.
   model m = split_block{.q_chain = 20}.build();
   const auto report = fusekit::rules::fuse_all(m);
@@ -320,7 +343,7 @@ TEST(DitFacts, ALongElementWiseChainBeforeQKeepsItsShape) {
   EXPECT_EQ(report.fusions[0].params["num_heads"], 4);
 }
 
-TEST(DitFacts, HeadsFromAComputedSplitBindTheHint) {
+TEST(SdpaFacts, HeadsFromAComputedSplitBindTheHint) {
   // The split's target is computed from x's shape; the heads (4) are still proven, so a hint
   // of 8 contradicts the model.
   attention_options opts;
@@ -329,7 +352,7 @@ TEST(DitFacts, HeadsFromAComputedSplitBindTheHint) {
             "MatMul 'context': --num-heads 8 contradicts the 4 heads of the model");
 }
 
-TEST(DitFacts, AnUndeclaredBatchIsNotAssumedEqual) {
+TEST(SdpaFacts, AnUndeclaredBatchIsNotAssumedEqual) {
   // q and k/v come from inputs whose batch nothing names: the MatMul may broadcast them.
   model_builder b(17);
   const auto unnamed = fusekit::build::dim_spec(std::int64_t(-1));
@@ -402,7 +425,7 @@ struct prescaled_block {
   }
 };
 
-TEST(DitPrescaled, ConstantFactorsOfTheDefaultScaleFuseWithoutAScaleAttribute) {
+TEST(SdpaPrescaled, ConstantFactorsOfTheDefaultScaleFuseWithoutAScaleAttribute) {
   model m = prescaled_block{}.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
@@ -415,7 +438,7 @@ TEST(DitPrescaled, ConstantFactorsOfTheDefaultScaleFuseWithoutAScaleAttribute) {
   fusekit::rewrite::check_invariants(m);
 }
 
-TEST(DitPrescaled, AnAdditiveMaskAndTheNanGuardFuseIntoTheAttentionBias) {
+TEST(SdpaPrescaled, AnAdditiveMaskAndTheNanGuardFuseIntoTheAttentionBias) {
   model m = prescaled_block{.additive_mask = true}.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
@@ -429,7 +452,7 @@ TEST(DitPrescaled, AnAdditiveMaskAndTheNanGuardFuseIntoTheAttentionBias) {
   fusekit::rewrite::check_invariants(m);
 }
 
-TEST(DitPrescaled, ASelectWithMinusInfinityBecomesTheAttentionBias) {
+TEST(SdpaPrescaled, ASelectWithMinusInfinityBecomesTheAttentionBias) {
   model m = prescaled_block{.select_mask = true}.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
@@ -437,21 +460,21 @@ TEST(DitPrescaled, ASelectWithMinusInfinityBecomesTheAttentionBias) {
   fusekit::rewrite::check_invariants(m);
 }
 
-TEST(DitPrescaled, AScaleComputedFromTheShapeOfQFuses) {
+TEST(SdpaPrescaled, AScaleComputedFromTheShapeOfQFuses) {
   model m = prescaled_block{.form = prescaled_block::factor::from_shape}.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_NEAR(double(report.fusions[0].params["scale"]), 0.25, 1e-7);
 }
 
-TEST(DitPrescaled, TheDynamoKeyDetourIsProvenATranspose) {
+TEST(SdpaPrescaled, TheDynamoKeyDetourIsProvenATranspose) {
   model m = prescaled_block{.detour = true}.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["k_layout"], "BNSH via a 3-D transpose");
 }
 
-TEST(DitPrescaled, UnequalFactorsMultiply) {
+TEST(SdpaPrescaled, UnequalFactorsMultiply) {
   // (q·0.5)(kᵀ·0.25) is QKᵀ·0.125, however the model split it.
   model m = prescaled_block{.k_factor = 0.25}.build();
   const auto report = fusekit::rules::fuse_all(m);
@@ -459,7 +482,7 @@ TEST(DitPrescaled, UnequalFactorsMultiply) {
   EXPECT_NEAR(double(report.fusions[0].params["scale"]), 0.125, 1e-9);
 }
 
-TEST(DitPrescaled, AScaleOnOneSideOrNoneIsTheScaleTheOpApplies) {
+TEST(SdpaPrescaled, AScaleOnOneSideOrNoneIsTheScaleTheOpApplies) {
   // OPT and Whisper scale q and call SDPA with scale 1; T5 scales nothing.
   for (const auto& [block, scale, form] :
        {std::tuple{prescaled_block{.scale_k = false}, 0.5, "on q"},
@@ -473,7 +496,7 @@ TEST(DitPrescaled, AScaleOnOneSideOrNoneIsTheScaleTheOpApplies) {
   }
 }
 
-TEST(DitMasks, AMaskWhoseKeyLengthIsNotProvenIsExpandedToVsAsTheAddBroadcastIt) {
+TEST(SdpaMasks, AMaskWhoseKeyLengthIsNotProvenIsExpandedToVsAsTheAddBroadcastIt) {
   // transformers 5 under dynamo: the mask's key axis is attention_mask.view(batch, -1)'s, a
   // length the facts cannot tie to the keys'. The ·V MatMul runs only where the Add gave v's key
   // length, so the mask is that length or 1 there, and the op reads it expanded.
@@ -495,14 +518,14 @@ TEST(DitMasks, AMaskWhoseKeyLengthIsNotProvenIsExpandedToVsAsTheAddBroadcastIt) 
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Expand"), 1);
 }
 
-TEST(DitPrescaled, NearMisses) {
+TEST(SdpaPrescaled, NearMisses) {
   // A select whose fill is no −inf: added as a bias, −10000 would not hide what it hid.
   EXPECT_EQ(near_miss_of(prescaled_block{.select_mask = true, .select_fill = -1e4}.build()),
             "MatMul 'context': the select fills masked scores with -10000, neither −inf nor at "
             "most half the lowest float32; added as a bias it would not give the same softmax");
 }
 
-TEST(DitPrescaled, ADetourThatIsNoTransposeIsReadAsTheKeyItMakes) {
+TEST(SdpaPrescaled, ADetourThatIsNoTransposeIsReadAsTheKeyItMakes) {
   // [4, 16, 6] reads k [1, 4, 6, 16] in another grouping: not kᵀ of k, but still a [B, N, H, L]
   // tensor the MatMul reads, so the fused op reads it as given (transposed back on emit).
   model m = prescaled_block{.detour = true, .detour_regroups = true}.build();
@@ -511,7 +534,7 @@ TEST(DitPrescaled, ADetourThatIsNoTransposeIsReadAsTheKeyItMakes) {
   EXPECT_EQ(report.fusions[0].params["k_layout"], "BNHS");
 }
 
-TEST(DitRule, AttentionTheExporterWroteIsReportedAsAlreadyFused) {
+TEST(SdpaRule, AttentionTheExporterWroteIsReportedAsAlreadyFused) {
   // The dynamo exporter writes ai.onnx Attention itself at opset 23: no near miss, no silence.
   model_builder b(23);
   auto q = b.input("q", dtype::float32, {1, 4, "S", 8});
@@ -529,7 +552,7 @@ namespace {
 
 // SDPA's run-time scale read from a head size the model leaves symbolic: the Sqrt is one element,
 // but its value is not known, and the near miss says so rather than calling it no scalar.
-TEST(DitFacts, AFactorOfUnknownValueStaysWhereItIsAndTheOpScalesByOne) {
+TEST(SdpaFacts, AFactorOfUnknownValueStaysWhereItIsAndTheOpScalesByOne) {
   model_builder b(17);
   auto q = b.input("q", dtype::float32, {1, 4, "S", "D"});
   auto k = b.input("k", dtype::float32, {1, 4, "S", "D"});
@@ -563,7 +586,7 @@ model called_from_a_function(model m) {
   return m;
 }
 
-TEST(DitFunctions, ABlockInsideALocalFunctionIsInlinedAndFused) {
+TEST(SdpaFunctions, ABlockInsideALocalFunctionIsInlinedAndFused) {
   model m = called_from_a_function(block{}.build());
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
@@ -579,7 +602,7 @@ TEST(DitFunctions, ABlockInsideALocalFunctionIsInlinedAndFused) {
   EXPECT_EQ(bytes(m), once);
 }
 
-TEST(DitFunctions, ABodyThatReadsAValueNothingDefinesBreaksTheInvariants) {
+TEST(SdpaFunctions, ABodyThatReadsAValueNothingDefinesBreaksTheInvariants) {
   model m = called_from_a_function(block{}.build());
   m.proto.mutable_functions(0)->mutable_node(1)->set_input(0, "nowhere");
   const auto& n = m.proto.functions(0).node(1);
@@ -589,7 +612,7 @@ TEST(DitFunctions, ABodyThatReadsAValueNothingDefinesBreaksTheInvariants) {
                 "earlier node");
 }
 
-TEST(DitFunctions, ACallWhoseBodyHoldsNoMatchStaysACallAndItsNearMissIsReported) {
+TEST(SdpaFunctions, ACallWhoseBodyHoldsNoMatchStaysACallAndItsNearMissIsReported) {
   block wrong_axis;
   wrong_axis.softmax_axis = 1;  // Softmax over the heads: not attention's
   // The model stays as it came (near_miss_of checks its bytes), the call included.
@@ -605,7 +628,7 @@ namespace {
 // A Shape outside the block needs only the dims of what it reads: kᵀ's are k's, reordered, so it
 // reads k's and the Transpose goes with the block (ONNX Runtime parity: kt_dims_read in
 // tests/dit/make_dit_variants.cpp).
-TEST(DitRule, AShapeOfAnInteriorValueReadsItsDimsElsewhere) {
+TEST(SdpaRule, AShapeOfAnInteriorValueReadsItsDimsElsewhere) {
   block spec;
   spec.kt_dims_read = true;
   model m = spec.build();
@@ -620,7 +643,7 @@ TEST(DitRule, AShapeOfAnInteriorValueReadsItsDimsElsewhere) {
   EXPECT_EQ(shape->input(0), "k");
 }
 
-TEST(DitRule, AShapeOfDimsNoInputHasPinsTheBlock) {
+TEST(SdpaRule, AShapeOfDimsNoInputHasPinsTheBlock) {
   block spec;
   spec.score_dims_read = true;  // [1, 4, S, S]: no input of the block has two S
   EXPECT_EQ(near_miss(spec),
@@ -674,12 +697,12 @@ struct batched_heads_block {
   }
 };
 
-TEST(DitHeadsInBatch, ThreeDimensionalAttentionWithALiBiFuses) {
+TEST(SdpaHeadsInBatch, ThreeDimensionalAttentionWithALiBiFuses) {
   model m = batched_heads_block{}.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   const auto& fused = report.fusions[0];
-  EXPECT_EQ(fused.rule, "dit-attention-merged");
+  EXPECT_EQ(fused.rule, "scaled-dot-product-attention-head-merge");
   EXPECT_EQ(fused.params["heads_in_batch"], "3-D MatMuls on [batch·heads, sequence, head size]");
   EXPECT_EQ(fused.params["k_layout"], "BNSH, heads merged into the batch");
   EXPECT_EQ(fused.params["mask"], "bias and mask, summed");
@@ -690,16 +713,16 @@ TEST(DitHeadsInBatch, ThreeDimensionalAttentionWithALiBiFuses) {
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Softmax"), 0);
 }
 
-TEST(DitHeadsInBatch, AThreeDimensionalOutputIsTheOpsRegroupedBack) {
+TEST(SdpaHeadsInBatch, AThreeDimensionalOutputIsTheOpsRegroupedBack) {
   model m = batched_heads_block{.output_3d = true}.build();
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
-  EXPECT_EQ(report.fusions[0].rule, "dit-attention");
+  EXPECT_EQ(report.fusions[0].rule, "scaled-dot-product-attention");
   const auto& graph = m.proto.graph();
   EXPECT_EQ(graph.node(graph.node_size() - 1).op_type(), "Reshape");
 }
 
-TEST(DitHeadsInBatch, NearMisses) {
+TEST(SdpaHeadsInBatch, NearMisses) {
   // v merged from [N, B, S, H]: its row b·N + n is another (batch, head) than q's.
   EXPECT_EQ(near_miss_of(batched_heads_block{.v_heads_first = true}.build()),
             "Reshape 'merged': Reshape 'v_merge' regroups [4, 2, S, 8], not proven to be the batch "

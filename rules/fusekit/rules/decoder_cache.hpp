@@ -1,0 +1,74 @@
+// A decoder step's key/value cache in the scaled dot-product attention rules: k and v as
+// Concat(past, new) along the sequence axis, which Concat is the cache (its result a graph output)
+// and which is another stream joined to it (SD3's joint text and image tokens), and why a cache
+// stays a Concat outside the fused op. Whether the block is causal is bias_terms.hpp's, proven
+// by causal.hpp.
+#pragma once
+
+#include <algorithm>
+#include <string>
+
+#include "fusekit/graph/facts.hpp"
+#include "fusekit/pattern/pattern.hpp"
+#include "heads_in_batch.hpp"
+
+namespace fusekit::rules::sdpa {
+
+using namespace pattern;
+
+// A decoder step's cache: present = Concat(past, new) along the sequence axis of BNSH, a graph
+// output besides what attention reads. Both fused ops take past and new apart and write present
+// themselves; where the emit cannot move the cache into the op, the Concat stays as it is.
+inline bool along_sequence(const graph& g, node_id concat) {
+  const auto axis = g.attribute_int(concat, "axis");
+  return facts_of(g).rank(g.output(concat, 0)) == 4u && axis && (*axis == 2 || *axis == -2);
+}
+template <fixed_string Past, fixed_string New, fixed_string Cache>
+inline constexpr auto cached_or_not = any_of(op<"Concat">(capture<Past>, capture<New>)
+                                                 .where("concatenated along the sequence axis",
+                                                        along_sequence)
+                                                 .multi_use()
+                                                 .template bind<Cache>(),
+                                             any());
+inline constexpr auto k_source = cached_or_not<"k_past", "k_new", "k_cache">;
+inline constexpr auto v_source = cached_or_not<"v_past", "v_new", "v_cache">;
+
+// A cache is a Concat along the sequence whose result the model returns (present); any other such
+// Concat (SD3's joint text and image tokens) is k or v as the op reads it.
+inline bool is_cache(const graph& g, node_id concat) {
+  return concat != no_id && g.is_graph_output(g.output(concat, 0));
+}
+
+// Why a decoder step's cache stays a Concat outside the fused op ("" when the op takes it): the
+// op must read the concatenated k and v themselves (MultiHeadAttention reads repeated heads), and
+// nothing but the replaced nodes may read present before the fused node, which computes it.
+template <class M>
+std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
+  const value_id k_read = grouped            ? grouped_keys(g, m)
+                          : has<"k_bnsh">(m) ? get<"k_bnsh">(m)
+                                             : get<"k_flat">(m);
+  const value_id v_read = grouped ? grouped_values(g, m) : get<"v">(m);
+  const node_id k_cache = get<"k_cache">(m), v_cache = get<"v_cache">(m);
+  // Repeated heads first: a repeat_kv the pattern could not prove also hides v's cache from it.
+  if (!grouped && (has<"k_grouped">(m) || has<"v_grouped">(m)))
+    return "the op reads the repeated heads, not the cache";
+  if (!grouped && packed(g, m))
+    return "the op reads the key/value heads repeated for each query head, not the cache";
+  if (has<"k_merged">(m) || (!has<"v_view">(m) && merge_of(g, get<"v">(m)) != no_id))
+    return "the op reads the concatenated cache through a merge to 3-D that stays";
+  if (!is_cache(g, k_cache) || !is_cache(g, v_cache))
+    return "only one of key and value is a cache (concatenated and returned)";
+  if (k_cache == v_cache) return "key and value are one Concat's output";
+  if (g.output(k_cache, 0) != k_read || g.output(v_cache, 0) != v_read)
+    return "the op reads the repeated heads, not the cache";
+  const auto nodes = m.nodes();
+  for (node_id cache : {k_cache, v_cache})
+    for (const use& u : g.consumers(g.output(cache, 0)))
+      if (std::find(nodes.begin(), nodes.end(), u.node) == nodes.end() &&
+          g.topological_position(u.node) < g.topological_position(m.root()))
+        return g.describe(u.node) + " reads '" + std::string(g.name(g.output(cache, 0))) +
+               "' before the attention";
+  return {};
+}
+
+}  // namespace fusekit::rules::sdpa

@@ -1,0 +1,431 @@
+// Scaled dot-product attention as torch's exporters write it, for diffusion transformers (F5-TTS,
+// SD3, Flux) and decoders (GPT-2, LLaMA, Qwen2) alike.
+//
+//   before                                          after, target ort
+//   q ─────────────── [× √s] ┐                      q ─ Transpose(0,2,1,3) ─ Reshape(B,S,D) ─┐
+//   [repeat_kv] kᵀ ── [× √s] MatMul                 k (BNSH, heads repeated) ─────────────────┤
+//                              │ [Cast → f32]       v (BNSH, heads repeated) ─────────────────┤
+//                            [Mul | Div (scalar)]   bias: mask [+ Where(keep, 0, fill)] ──────┤
+//                            [Where(keep, ·, fill)]                com.microsoft.MultiHeadAttention
+//                            [+ mask]                                (num_heads, scale) → (B,S,D)
+//                            Softmax (last axis)
+//                            [Where(IsNaN(p), 0, p)]  after, target onnx (opset ≥ 23)
+//                              │ [Cast]             Attention(q, k, v, bias; scale) on BNSH
+//                              tensors,
+//   [repeat_kv] v ────────── MatMul                 k and v with their own (grouped) heads
+//                            [Transpose(0,2,1,3)
+//                             → Reshape(B,S,D)]     NaN guard: output rows the bias hides entirely
+//                                                   are zeroed, as the guard zeroes them
+//   a mask that is causality alone (Trilu, a constant lower triangle) and as many queries as
+//   keys: no bias; MultiHeadAttention unidirectional, Attention is_causal
+//   grouped heads, target ort, causal (that mask, or one query): GroupQueryAttention on the
+//   grouped k and v, (B,S,D) each
+//
+//   decode step: k = Concat(past_k, new_k) ─┬─ present_k (graph output)
+//                                           └─ kᵀ …     → the op reads new_k and past_k and writes
+//                (v alike)                                present_k (and v's) itself
+//   one query's heads folded: q [B,N,1,H] → Reshape [B,Nkv,G,H] → MatMul with k, v of Nkv heads
+//                              → Reshape [B,N,1,H]   → the op reads q unfolded, k and v grouped
+//
+// Two rules share the pattern: scaled-dot-product-attention-head-merge also absorbs the trailing
+// head merge (Transpose + Reshape to (B,S,D)), which MultiHeadAttention's 3-D output makes free;
+// it runs first, and scaled-dot-product-attention takes the blocks without one. What the fused
+// ops accept is their contract's, in fused_ops.hpp.
+//
+// This header is the pattern drawn above, top to bottom, then its guard, its emit and the two
+// rules. The parts particular to a family of models each have their own header:
+//   scale.hpp           the scale's factors on q, kᵀ or the scores, and their product
+//   key_layouts.hpp     kᵀ's forms: transposes, the dynamo detour, pre-transposed K, repeat_kv's
+//                       grouped heads
+//   heads_in_batch.hpp  the bmm form, heads merged into the batch axis (Bloom, older eager
+//                       BART, Whisper, OPT, CLIP)
+//   bias_terms.hpp      selects, masks and biases added to the scores; whether the mask is
+//                       causality alone (proven by causal.hpp); soft-capping refused
+//   decoder_cache.hpp   a decode step's Concat(past, new) cache, and joined streams that are
+//                       no cache (SD3's text and image tokens)
+//   folded_query_heads.hpp  a grouped decode step's query heads folded into the query axis
+//                       (transformers 5 outside dynamo)
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bias_terms.hpp"
+#include "decoder_cache.hpp"
+#include "fused_ops.hpp"
+#include "fusekit/graph/facts.hpp"
+#include "fusekit/pattern/pattern.hpp"
+#include "fusekit/rewrite/emitter.hpp"
+#include "fusekit/rewrite/rule.hpp"
+#include "heads_in_batch.hpp"
+#include "key_layouts.hpp"
+#include "options.hpp"
+#include "scale.hpp"
+
+namespace fusekit::rules {
+
+namespace sdpa {
+
+using namespace pattern;
+
+// The scale is what the block applies, wherever it does: a factor on q (OPT and Whisper scale q
+// before calling SDPA with scale 1), on kᵀ, on both (torch's SDPA decomposition: q·√s and kᵀ·√s),
+// on the scores (hand-written F5-TTS exporters: MatMul(q, kᵀ) → [Cast] → Mul|Div), or none at all
+// (T5; a block whose scale an earlier projection applied). The fused op's scale is their product,
+// and 1 where there is none. Each factor is a constant or folded by the facts (GPT-2's TorchScript
+// export divides by ConstantOfShape([]) + Pow(8, 0.5); torch's decomposition computes √s from q's
+// shape at run time).
+inline constexpr auto q_side = any_of(
+    commutative(op<"Mul">(
+        capture<"q">, capture<"q_factor">.proven_value("a scalar of known value", folded_scalar))),
+    capture<"q">);
+inline constexpr auto k_side = any_of(
+    commutative(op<"Mul">(
+        k_transposed, capture<"k_factor">.proven_value("a scalar of known value", folded_scalar))),
+    k_transposed);
+inline constexpr auto scores = op<"MatMul">(q_side, k_side).bind<"scores">();
+// torch's decomposition in float16 may compute the softmax in float32: a Cast after the MatMul.
+inline constexpr auto widened = optional<"Cast">(scores).bind<"up">();
+inline constexpr auto logits = any_of(
+    commutative(op<"Mul">(widened, constant_scalar<"scale">)),
+    op<"Div">(widened, constant_scalar<"divisor">),
+    commutative(op<"Mul">(
+        widened, capture<"scale_folded">.proven_value("a scalar of known value", folded_scalar))),
+    op<"Div">(widened,
+              capture<"divisor_folded">.proven_value("a scalar of known value", folded_scalar)),
+    widened);
+// Gemma 2's logit soft-capping, tanh(s / c) · c on the scaled scores before the mask: matched so
+// that the refusal can say what the block does, which neither fused op computes as the model does.
+inline constexpr auto soft_capped =
+    commutative(op<"Mul">(op<"Tanh">(any_of(
+                              op<"Div">(logits, capture<"cap">.proven_value(
+                                                    "a scalar of known value", folded_scalar)),
+                              commutative(op<"Mul">(logits, capture<"cap_inverse">)))),
+                          capture<"cap_out">))
+        .bind<"softcap">();
+inline constexpr auto scored = any_of(logits, soft_capped);
+// What exporters add to the scores: a bias before the mask (Bloom's ALiBi, added by baddbmm to
+// the 3-D scores), then the mask: an additive one (Where(bool, 0, −inf|finfo.min) or a model
+// input), or a select as GPT-2's eager attention writes it (Where(causal, scores, finfo.min), then
+// maybe the padding mask added). Their sum is the fused ops' attention bias when its shape is one
+// they take; one added to the 3-D scores is regrouped to [B, N, …] on emit.
+inline constexpr auto biased =
+    optional_op(commutative(op<"Add">(scored, capture<"bias">)).bind<"biased">());
+inline constexpr auto viewed = optional_op(heads_split<"scores_view">(biased));
+inline constexpr auto selected = any_of(
+    op<"Where">(capture<"keep">, transparent(viewed), constant_scalar<"fill">).bind<"select">(),
+    op<"Where">(capture<"hide">, constant_scalar<"fill">, transparent(viewed)).bind<"select">());
+inline constexpr auto masked = optional_op(
+    commutative(op<"Add">(any_of(selected, viewed), capture<"mask">)).bind<"mask_add">());
+inline constexpr auto softmax =
+    op<"Softmax">(transparent(optional_op(heads_merged<"masked_view">(masked))))
+        .attr<"axis">(last_axis)
+        .bind<"softmax">();
+// torch's SDPA decomposition zeroes the rows a mask hides entirely: Where(IsNaN(p), 0, p).
+inline constexpr auto guarded =
+    any_of(op<"Where">(op<"IsNaN">(capture<"p">(softmax)), constant_scalar<"nan_fill">.value(0.0),
+                       capture<"p">),
+           softmax);
+// Eager decoders cast after Softmax to the type it already has, sometimes twice: no-ops skipped.
+inline constexpr auto probs = optional<"Cast">(transparent(guarded)).bind<"down">();
+inline constexpr auto core =
+    op<"MatMul">(optional_op(heads_merged<"probs_view">(probs)),
+                 any_of(heads_merged<"v_view">(capture<"v">(v_source)),
+                        capture<"v">(repeated<"v_grouped">(v_source)), capture<"v">(v_source)))
+        .bind<"pv">();
+inline constexpr auto merged = op<"Reshape">(
+    op<"Transpose">(optional_op(heads_split<"out_view">(core))).attr<"perm">(ints(0, 2, 1, 3)),
+    any());
+
+// Whether a Softmax feeds the anchor's data path within a few nodes: what makes a failed match
+// at this anchor a near miss worth a reason, rather than an unrelated MatMul or Reshape.
+inline bool softmax_upstream(const graph& g, node_id n) {
+  for (int step = 0; step < 8 && n != no_id; ++step) {
+    if (g.op_type(n) == "Softmax" && g.domain(n).empty()) return true;
+    n = g.producer(g.input(n, 0));
+  }
+  return false;
+}
+
+// Whether a MatMul within a few nodes upstream of x computes it (QKᵀ, in whatever form).
+inline bool computed_from_a_product(const graph& g, value_id x, int depth = 6) {
+  const node_id p = g.producer(x);
+  if (p == no_id || depth == 0 || !g.domain(p).empty()) return false;
+  if (g.op_type(p) == "MatMul") return true;
+  for (value_id in : g.inputs(p))
+    if (in != no_id && computed_from_a_product(g, in, depth - 1)) return true;
+  return false;
+}
+
+// The Softmax whose output a MatMul reads as its first input through ops that keep its values (a
+// Reshape, a Cast, the NaN guard's Where, an identity at inference), or no_id: where this rule's
+// core begins, and so where a failed match may be a near miss.
+inline node_id softmax_read_by(const graph& g, node_id n) {
+  if (g.op_type(n) != "MatMul" || !g.domain(n).empty()) return no_id;
+  node_id p = g.producer(g.input(n, 0));
+  for (int step = 0; step < 5 && p != no_id && g.domain(p).empty(); ++step) {
+    const std::string_view op = g.op_type(p);
+    if (op == "Softmax") return p;
+    if (op != "Reshape" && op != "Cast" && op != "Where" && op != "Identity" && op != "Dropout")
+      return no_id;
+    p = g.producer(g.input(p, op == "Where" ? 2 : 0));
+  }
+  return no_id;
+}
+
+// The ·V MatMul of an attention block, however the rest is spelled: it reads a Softmax of scores
+// a MatMul computed. Such a block is never missed silently.
+inline bool reads_attention_probabilities(const graph& g, node_id n) {
+  const node_id softmax = softmax_read_by(g, n);
+  return softmax != no_id && computed_from_a_product(g, g.input(softmax, 0));
+}
+
+// The checks across captures that a pattern cannot express; what the fused op itself needs is
+// its contract's (fused::admits).
+template <class M>
+rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts) {
+  using rewrite::verdict;
+  if (has<"softcap">(m)) return soft_capping_refused(g, m, opts);
+  if (auto refused = heads_in_batch_refused(g, m); !refused) return refused;
+  if (auto refused = packed_refused(g, m); !refused) return refused;
+  const value_id q = query(g, m);
+  const dtype t = g.type(q);
+  const fused::attention_call c = call_of(g, m, causal_alone(g, m));
+  if (auto refused = fused::admits(g, c, opts); !refused) return refused;
+  const node_id up = get<"up">(m);
+  node_id down = get<"down">(m);
+  // A Cast after Softmax to the type it already has (eager decoders) changes nothing.
+  if (up == no_id && down != no_id && g.type(g.input(down, 0)) == t &&
+      g.attribute_int(down, "to") == std::int64_t(t))
+    down = no_id;
+  if ((up == no_id) != (down == no_id))
+    return verdict::no("only one of the casts around Softmax is there");
+  if (up != no_id) {
+    const bool round_trip = (t == dtype::float16 || t == dtype::bfloat16) &&
+                            g.attribute_int(up, "to") == std::int64_t(dtype::float32) &&
+                            g.attribute_int(down, "to") == std::int64_t(t);
+    if (!round_trip)
+      return verdict::no("the casts around Softmax are not a " + std::string(dtype_name(t)) +
+                         " → float32 → " + std::string(dtype_name(t)) + " round trip");
+  }
+  const facts& f = facts_of(g);
+  if (has<"select">(m) && !fill_absorbs_scores(get<"fill">(m), t))
+    return verdict::no("the select fills masked scores with " +
+                       pattern::number_text(get<"fill">(m)) + ", neither −inf nor " +
+                       (t == dtype::float16 ? std::string("(float16) anything else")
+                                            : std::string("at most half the lowest float32")) +
+                       "; added as a bias it would not give the same softmax");
+  // A scale, fill or mask of higher rank broadcasts the scores up: Softmax must see QKᵀ's shape,
+  // or with heads in the batch axis [batch·heads, sequence, key length]. Their key axis is v's key
+  // length wherever the model runs: the ·V MatMul reads it so.
+  const value_id x = g.input(get<"softmax">(m), 0);
+  const bool four = f.rank(x) == 4u;
+  // Folded query heads: the scores have the fold's rows.
+  const value_id qk = packed(g, m) ? get<"q">(m) : q;
+  const bool rows =
+      four ? f.same_dim(x, 0, qk, 0) == truth::yes && f.same_dim(x, 1, qk, 1) == truth::yes &&
+                 f.same_dim(x, 2, qk, 2) == truth::yes
+           : f.rank(x) == 3u && heads_in_batch(g, m) &&
+                 equal(*f.dim_of(x, 0), *f.dim_of(q, 0) * *f.dim_of(q, 1)) == truth::yes &&
+                 f.same_dim(x, 1, q, 2) == truth::yes;
+  const int last = four ? 3 : 2;
+  const bool keys = f.same_dim(x, last, c.kt, c.key_axis) == truth::yes ||
+                    f.same_dim(c.v, 2, c.kt, c.key_axis) == truth::yes;
+  if (!rows || !keys)
+    return verdict::no("the scores Softmax reads " + f.shape_text(x) +
+                       " are not proven to have QKᵀ's shape [batch, heads, sequence, key length] "
+                       "for q " +
+                       f.shape_text(qk) + (c.key_axis == 2 ? " and k " : " and kᵀ ") +
+                       f.shape_text(c.kt));
+  return verdict::yes();
+}
+
+template <class M>
+void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
+  const bool biased = has<"select">(m) || has<"mask">(m) || has<"bias">(m);
+  e.note("scale", scale_of(g, m));
+  e.note("scale_form", scale_form(m));
+  e.note("casts_removed", int(get<"up">(m) != no_id) + int(get<"down">(m) != no_id));
+  e.note("k_layout", has<"k_view">(m) || has<"k_merged">(m) ? "BNSH, heads merged into the batch"
+                     : has<"k_bnsh">(m)                     ? "BNSH"
+                     : has<"k_bsnh">(m)                     ? "BSNH"
+                     : has<"k_flat">(m)                     ? "BNSH via a 3-D transpose"
+                     : has<"kt">(m)                         ? "BNHS"
+                                    : "BNSH via repeat_kv and a 3-D transpose");
+  e.note("dtype", std::string(dtype_name(g.type(query(g, m)))));
+  if (heads_in_batch(g, m))
+    e.note("heads_in_batch", "3-D MatMuls on [batch·heads, sequence, head size]");
+  if (packed(g, m))
+    e.note("query_heads", "folded into the query axis, a row per key/value head: read unfolded");
+  e.note("mask", causal                                                   ? "causal, the op's own"
+                 : has<"bias">(m) && (has<"select">(m) || has<"mask">(m)) ? "bias and mask, summed"
+                 : has<"bias">(m)                                         ? "bias"
+                 : has<"select">(m) && has<"mask">(m) ? "select and attention bias, summed"
+                 : has<"select">(m)                   ? "select, as attention bias"
+                 : has<"mask">(m)                     ? "attention bias"
+                                                      : "none");
+  e.note("nan_guard", !has<"p">(m) ? "none"
+                      : causal     ? "dropped: causality hides no row entirely"
+                      : biased     ? "rows the bias hides entirely give 0"
+                                   : "dropped: no bias can hide a row");
+}
+
+// The fused op; `merged` asks for the (B, S, N·H) output, else BNSH.
+template <class M>
+std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attention_options& o,
+                   bool merged) {
+  const bool masked = has<"select">(m) || has<"mask">(m) || has<"bias">(m);
+  const std::string not_causal = masked ? not_causal_because(g, m) : "no mask";
+  const bool causal = not_causal.empty();
+  note(g, m, e, causal);
+  if (masked && !causal) e.note("causal", "no: " + not_causal);
+  const facts& f = facts_of(g);
+  const bool onnx = o.fused_target == fused::target::onnx;
+  const value_id k_grouped = grouped_keys(g, m), v_grouped = grouped_values(g, m);
+  const bool both_grouped = k_grouped != no_id && v_grouped != no_id;
+  const bool has_cache = is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m));
+  // Attention takes grouped key/value heads as they are, before repeat_kv; so does
+  // GroupQueryAttention, always causal, where the block is causal too: a mask that is causality
+  // alone, or one query, which causality shows every key (a decode step; its mask, if any, is
+  // the op's bias).
+  bool group_query = !onnx && both_grouped && (causal || f.dim_of(query(g, m), 2)->is_constant(1));
+  const fused::attention_call call = call_of(g, m, causal);
+  if (call.bias_expanded_over_keys)
+    e.note("bias_keys", "expanded to v's key length, as the model's Add broadcast it");
+  if (call.bias_expanded_over_queries)
+    e.note("bias_queries", "expanded to q's length, as the model's Add broadcast it");
+  const bool onnx_grouped = onnx && both_grouped && !mask_per_query_head(call);
+  if (onnx && both_grouped && !onnx_grouped)
+    e.note("kv_heads",
+           "repeated: ONNX Runtime's Attention takes a mask per query head only for "
+           "as many key/value heads");
+  std::string kept =
+      has_cache ? cache_kept_because(g, m, onnx_grouped || group_query) : std::string("no cache");
+  std::int64_t group_query_kv_heads = 0;
+  if (group_query) {
+    const value_id k_new = kept.empty() ? get<"k_new">(m) : k_grouped;
+    if (auto refused = fused::admits_group_query(f, query(g, m), k_new, kept.empty()); refused) {
+      group_query_kv_heads = *f.dim_of(k_new, 1)->constant();
+    } else {
+      e.note("group_query", "no: " + refused.reason);
+      group_query = false;
+      if (has_cache) kept = cache_kept_because(g, m, false);
+    }
+  }
+  const bool grouped = onnx_grouped || group_query;
+  if (grouped) {
+    const sym& kv_heads = *f.dim_of(k_grouped, 1);
+    if (auto n = kv_heads.constant())
+      e.note("kv_heads", *n);
+    else
+      e.note("kv_heads", f.text(kv_heads));
+  }
+  fused::operands in{.q = e.value(query(g, m)),
+                     .k = grouped ? e.value(k_grouped) : key_bnsh(g, m, e),
+                     .v = e.value(grouped ? v_grouped : values(g, m)),
+                     .bias = "",
+                     .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
+                     .zero_hidden_rows = has<"p">(m),
+                     .causal = causal,
+                     .group_query_kv_heads = group_query_kv_heads};
+  // MultiHeadAttention takes one head count: folded query heads' keys and values repeated for it.
+  if (!onnx && !grouped && packed(g, m)) {
+    e.note("kv_heads", "repeated for MultiHeadAttention's one head count");
+    in.k = repeat_heads(g, e, in.k, query(g, m), *f.dim_of(call.kt, 1));
+    in.v = repeat_heads(g, e, in.v, query(g, m), *f.dim_of(call.kt, 1));
+  }
+  const bool absorbed = has_cache && kept.empty();
+  if (!causal) in.bias = bias(g, m, e, call, absorbed);
+  if (has_cache)
+    e.note("kv_cache", absorbed ? "past and present in the fused op" : "Concat kept: " + kept);
+  if (absorbed) {
+    in.k = e.value(get<"k_new">(m)), in.past_k = e.value(get<"k_past">(m));
+    in.v = e.value(get<"v_new">(m)), in.past_v = e.value(get<"v_past">(m));
+  }
+  const fused::attention_outputs out = fused::emit_attention(g, call, in, e, o, merged);
+  if (absorbed) {
+    e.replace(g.output(get<"k_cache">(m), 0), out.present_k);
+    e.replace(g.output(get<"v_cache">(m), 0), out.present_v);
+  }
+  return out.y;
+}
+
+}  // namespace sdpa
+
+struct scaled_dot_product_attention_head_merge {
+  static constexpr std::string_view name = "scaled-dot-product-attention-head-merge";
+  static constexpr int priority = 1;
+  // Reshape(Transpose(x)) is every head merge, and a Reshape before it may be any: a near miss
+  // once the MatMul's first input matched too.
+  static constexpr std::size_t near_miss_depth = 4;
+  static constexpr auto pattern = sdpa::merged;
+  using options = attention_options;
+  static bool resembles(const graph& g, node_id n) { return sdpa::softmax_upstream(g, n); }
+
+  static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
+    if (auto refused = sdpa::guard(g, m, o); !refused) return refused;
+    // Folded, the product is [B, Nkv, G, H]: a Transpose and Reshape of it are no head merge.
+    if (sdpa::packed(g, m))
+      return rewrite::verdict::no("q's heads are folded into its query axis: the output is " +
+                                  facts_of(g).shape_text(g.output(get<"pv">(m), 0)) +
+                                  ", not [batch, heads, sequence, head size]");
+    if (has<"out_view">(m))
+      if (auto refused = sdpa::heads_in_batch_refused(g, m, {get<"out_view">(m)}); !refused)
+        return refused;
+    // MultiHeadAttention's output is (batch, sequence, heads·head size): the merge must be that.
+    const facts& f = facts_of(g);
+    const value_id q = sdpa::query(g, m), v = sdpa::values(g, m), merged = g.output(m.root(), 0);
+    const sym* d = f.rank(merged) == 3u ? f.dim_of(merged, 0) : nullptr;
+    if (d == nullptr || equal(*d, *f.dim_of(q, 0)) != truth::yes ||
+        equal(*f.dim_of(merged, 1), *f.dim_of(q, 2)) != truth::yes ||
+        equal(*f.dim_of(merged, 2), *f.dim_of(q, 1) * *f.dim_of(v, 3)) != truth::yes)
+      return rewrite::verdict::no("the head merge " + f.shape_text(merged) +
+                                  " is not proven to be (batch, sequence, heads·head size) of q " +
+                                  f.shape_text(q));
+    return rewrite::verdict::yes();
+  }
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e, const options& o) {
+    e.replace_root(sdpa::attend(g, m, e, o, true));
+  }
+};
+
+struct scaled_dot_product_attention {
+  static constexpr std::string_view name = "scaled-dot-product-attention";
+  static constexpr auto pattern = sdpa::core;
+  using options = attention_options;
+  static bool resembles(const graph& g, node_id n) { return sdpa::softmax_read_by(g, n) != no_id; }
+  static bool is_its_block(const graph& g, node_id n) {
+    return sdpa::reads_attention_probabilities(g, n);
+  }
+
+  static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
+    return sdpa::guard(g, m, o);
+  }
+  // With heads in the batch axis the block's output is [B·N, S, H]: the op's BNSH regrouped.
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e, const options& o) {
+    std::string y = sdpa::attend(g, m, e, o, false);
+    if (sdpa::packed(g, m)) {
+      // Folded back as the model folded q, for its own unfolding that follows.
+      const facts& f = facts_of(g);
+      const value_id folded = get<"q">(m);
+      y = e.op("Reshape", {y, e.op("Concat",
+                                   {e.constant(dtype::int64, {1}, {0.0}),
+                                    sdpa::dim_tensor(e, *f.dim_of(folded, 1), e.value(folded), 1),
+                                    sdpa::dim_tensor(e, *f.dim_of(folded, 2), e.value(folded), 2),
+                                    e.constant(dtype::int64, {1}, {-1.0})},
+                                   {{"axis", 0}})});
+    } else if (facts_of(g).rank(g.input(m.root(), 1)) == 3u) {
+      const facts& f = facts_of(g);
+      const value_id q = sdpa::query(g, m), v = sdpa::values(g, m);
+      y = e.op("Reshape", {y, e.op("Concat",
+                                   {e.constant(dtype::int64, {1}, {-1.0}),
+                                    sdpa::dim_tensor(e, *f.dim_of(q, 2), e.value(q), 2),
+                                    sdpa::dim_tensor(e, *f.dim_of(v, 3), e.value(v), 3)},
+                                   {{"axis", 0}})});
+    }
+    e.replace_root(y);
+  }
+};
+
+}  // namespace fusekit::rules
