@@ -32,10 +32,13 @@ NOT_FUSED_YET: dict[tuple[str, str], str] = {
     # without narrowing it.
     ("transformers-4.57/llama*.ts17.fp16", "*"): "q is float16 but v is float32",
     ("transformers-5.24/llama*.ts17.fp16", "*"): "q is float16 but v is float32",
-    # GPTBigCode 4.49 slices its causal buffer from the past length: rows the facts cannot count.
+    # GPTBigCode and GPT-2 in transformers 4.49 slice their causal buffer of n_positions rows
+    # [past : past + 1]: one row while the past is shorter than the buffer, none beyond it, where
+    # the model's Add broadcasts the scores to no rows at all and a fused op would not. Nothing in
+    # the graph bounds the past, so the mask's rows are not proven the query's one. For GPT-2 the
+    # report gives the head-merge rule's reason, met first: a Shape of the merge's Transpose builds
+    # its target, so the Transpose must stay.
     ("transformers-4.49/gpt_bigcode_decode.ts17*", "*"): "the mask [batch, 1, dim 1 of",
-    # GPT-2 4.49's head merge: a Shape of its Transpose builds the merge's target, dims no input
-    # of the block has in that order, so the Transpose must stay.
     ("transformers-4.49/gpt2_eager_decode.ts17*", "*"): "is also read by Shape",
 }
 
