@@ -64,7 +64,8 @@ struct decoder_block {
   // Where(Equal(Trilu(Expand(1, [S, L]), upper=0, k), 0), fill, 0).
   bool trilu_mask = false;
   std::int64_t trilu_k = 0;
-  // The Trilu's ones from ConstantOfShape, its value a float32 [1] of these raw bytes (else Expand).
+  // The Trilu's ones from ConstantOfShape, its value a float32 [1] of these raw bytes (else
+  // Expand).
   std::optional<std::string> trilu_ones_bytes{};
   // transformers 5's grouped decode step: q [2, 4, 1, H] folded to `fold` (default
   // [2, kv_heads, 4 / kv_heads, H]) for the MatMul, the product unfolded back to [2, 4, 1, Hv].

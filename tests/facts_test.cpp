@@ -566,12 +566,17 @@ TEST(Facts, ASliceFromARunTimeStartToTheEndHoldsMaxOfZeroAndTheRest) {
   model_builder b(17);
   auto mask = b.input("mask", dtype::int64, {"B", "T"});
   auto past = b.input("past", dtype::float32, {"B", 4, "P", 8});
-  auto start = b.op("Slice", {b.op("Shape", {past}), shape_constant(b, {2}), shape_constant(b, {3})});
+  auto start =
+      b.op("Slice", {b.op("Shape", {past}), shape_constant(b, {2}), shape_constant(b, {3})});
   auto end = shape_constant(b, {std::int64_t(1) << 62});  // as a double, exact
   auto positions = b.op("Slice", {mask, start, end, shape_constant(b, {1})});
   auto tokens = b.input("tokens", dtype::float32, {"B", 1, 32});
   auto table = b.initializer(dtype::float32, {1, 1, 32}, std::vector<double>(32));
-  auto hidden = b.op("Add", {tokens, b.op("Mul", {b.op("Unsqueeze", {b.op("Cast", {positions}, {{"to", std::int64_t(1)}}), shape_constant(b, {2})}), table})});
+  auto hidden = b.op(
+      "Add",
+      {tokens, b.op("Mul", {b.op("Unsqueeze", {b.op("Cast", {positions}, {{"to", std::int64_t(1)}}),
+                                               shape_constant(b, {2})}),
+                            table})});
   // The cache and the new tokens, sliced back from their sum: P + 1 − P is 1, proven.
   auto whole = b.input("whole", dtype::float32, {"B", "P + 1"});
   auto last = b.op("Slice", {whole, start, end, shape_constant(b, {1})});

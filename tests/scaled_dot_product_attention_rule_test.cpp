@@ -45,6 +45,9 @@ struct block {
   bool k_given_transposed = false;  // k declared [B, N, H, L]
   bool kt_dims_read = false;        // a Shape of kᵀ outside the block
   bool score_dims_read = false;     // a Shape of the scores outside the block
+  // No Cast after Softmax: v is cast to widen_to instead, the ·V product and the output in that
+  // type (torch 2.15's TorchScript export of a float16 LLaMA).
+  bool v_widened = false;
 
   model build() const {
     model_builder b(opset);
@@ -66,9 +69,10 @@ struct block {
     auto p = softmax_axis_given
                  ? b.op("Softmax", {scaled}, {{"axis", softmax_axis}}, {.name = "softmax"})
                  : b.op("Softmax", {scaled}, {}, {.name = "softmax"});
-    if (casts) p = b.op("Cast", {p}, {{"to", type}}, {.name = "down"});
+    if (casts && !v_widened) p = b.op("Cast", {p}, {{"to", type}}, {.name = "down"});
+    if (v_widened) v = b.op("Cast", {v}, {{"to", widen_to}}, {.name = "v_up"});
     auto out = b.op("MatMul", {p, v}, {}, {.name = "context"});
-    b.output(out, type, {1, 4, "S", 8});
+    b.output(out, v_widened ? widen_to : type, {1, 4, "S", 8});
     if (extra_softmax_reader) b.output(b.op("Neg", {p}, {}, {.name = "probe"}), type);
     if (scores_are_output) b.output(s, st);
     return b.build_model();
@@ -157,6 +161,49 @@ TEST(SdpaRule, FusesTheF5Block) {
   EXPECT_EQ(bytes(m), once);
 }
 
+// ---- precision: the op computes in the widest type its operands enter the MatMuls in
+
+TEST(SdpaPrecision, AFloat32SoftmaxIslandLeavesTheOpInFloat16) {
+  model m = block{}.build();  // f16 scores → f32 → Softmax → f16: the ops' softmax is float32
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["compute_type"], "float16");
+  EXPECT_EQ(report.fusions[0].params["casts_removed"], 2);
+  EXPECT_EQ(report.fusions[0].params["casts_added"], 0);
+}
+
+TEST(SdpaPrecision, AFloat16BlockWhoseSoftmaxAndProductRunInFloat32ComputesInFloat32) {
+  block spec;
+  spec.v_widened = true;
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto& params = report.fusions[0].params;
+  EXPECT_EQ(params["compute_type"], "float32");
+  // q and k widened on the way in (exact); v is read as the model widened it; the output is the
+  // float32 the block returned.
+  EXPECT_EQ(params["casts_added"], 2);
+  EXPECT_EQ(params["casts_removed"], 1);
+  for (const auto& n : m.proto.graph().node()) {
+    if (n.op_type() == "MultiHeadAttention") {
+      EXPECT_EQ(n.input(2), "v_up");
+    }
+  }
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(SdpaPrecision, AFloat32BlockWithAFloat16SoftmaxIslandComputesInFloat32) {
+  block spec;
+  spec.type = dtype::float32;
+  spec.widen_to = dtype::float16;  // f32 scores → f16 → Softmax → f32: a narrowing removed
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["compute_type"], "float32");
+  EXPECT_EQ(report.fusions[0].params["casts_removed"], 2);
+  EXPECT_EQ(report.fusions[0].params["casts_added"], 0);
+}
+
 TEST(SdpaRule, FusesToStandardAttentionAtOpset23) {
   block spec;
   spec.opset = 23;
@@ -220,15 +267,16 @@ TEST(SdpaRule, NearMisses) {
             "initializer 'scale' has 4 elements of float32");
 
   block to_double;
-  to_double.widen_to = dtype::float64;  // not the f16 → f32 → f16 round trip
+  to_double.widen_to = dtype::float64;  // the ops' softmax in float32 would be narrower
   EXPECT_EQ(near_miss(to_double),
-            "MatMul 'context': the casts around Softmax are not a float16 → float32 → float16 "
-            "round trip");
+            "MatMul 'context': Softmax 'softmax' runs in float64, wider than the float32 the "
+            "fused op computes the softmax in");
 
   block mixed;
-  mixed.v_type = dtype::float32;  // one fused op cannot take float16 q and float32 v
+  mixed.v_type = dtype::float32;  // float16 probabilities by float32 v: no valid model
   EXPECT_EQ(near_miss(mixed),
-            "MatMul 'context': q is float16 but v is float32; the fused op needs one dtype");
+            "MatMul 'context': MatMul 'context' multiplies float16 by float32, which ONNX does not "
+            "define");
 
   block not_transposed;
   not_transposed.k_perm = {0, 2, 1, 3};  // [B, S, N, H] is no kᵀ: heads would meet the sequence

@@ -27,11 +27,6 @@ if not CLI or not os.access(CLI, os.X_OK):
 NOT_FUSED_YET: dict[tuple[str, str], str] = {
     # Neither fused op caps the scores as the model does (see soft_capping_refused).
     ("*/gemma2*", "*"): "the scores are soft-capped before Softmax (tanh(s / 50) · 50",
-    # torch 2.15's TorchScript export of a float16 LLaMA computes the softmax and its product with
-    # v in float32 (v cast up): a float32 island the fused ops, of one dtype, cannot compute
-    # without narrowing it.
-    ("transformers-4.57/llama*.ts17.fp16", "*"): "q is float16 but v is float32",
-    ("transformers-5.24/llama*.ts17.fp16", "*"): "q is float16 but v is float32",
     # GPTBigCode and GPT-2 in transformers 4.49 slice their causal buffer of n_positions rows
     # [past : past + 1]: one row while the past is shorter than the buffer, none beyond it, where
     # the model's Add broadcasts the scores to no rows at all and a fused op would not. Nothing in

@@ -68,7 +68,7 @@ std::string not_causal_because(const graph& g, const M& m) {
     if (!hide && !(shown == 0.0 && other.has_value()))
       return g.describe(p) + " does not choose between 0 and one fill";
     const double fill = hide ? *shown : *other;
-    if (!fill_absorbs_scores(fill, g.type(q)))
+    if (!fill_absorbs_scores(fill, g.type(g.output(p, 0))))
       return "the mask fills with " + pattern::number_text(fill) + ", which hides less than −inf";
     refused = causal::not_triangular(g, g.input(p, 0), hide ? side::hide : side::keep, s, l);
   }
@@ -103,6 +103,11 @@ std::vector<bias_term> bias_terms(const graph& g, const M& m) {
   if (has<"bias">(m)) out.push_back({{get<"bias">(m)}, get<"biased">(m)});
   if (has<"mask">(m)) out.push_back({{get<"mask">(m)}, get<"mask_add">(m)});
   return out;
+}
+
+// The type a term is added in: the select's scores', or the value added.
+inline dtype term_type(const graph& g, const bias_term& t) {
+  return g.op_type(t.added_by) == "Where" ? g.type(g.output(t.added_by, 0)) : g.type(t.parts[0]);
 }
 
 // A term's dims, broadcast from its parts; empty where they are not proven.
@@ -173,10 +178,13 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   if (has<"k_view">(m)) c.kt = get<"k_bnsh">(m), c.key_axis = 2;
   if (has<"k_merged">(m)) c.kt = unmerged(g, get<"k_merged">(m)), c.key_axis = 2;
   c.heads_paired = packed(g, m);
+  c.type = fused::widest_type(
+      {g.type(get<"q">(m)), g.type(c.kt), g.type(g.input(get<"pv">(m), 0)), g.type(c.v)});
   const std::vector<bias_term> terms = bias_terms(g, m);
   if (terms.empty() || causal) return c;
   c.has_bias = true;
-  c.bias_type = g.type(c.q);
+  // Each term is added in the type of the scores where it is: all of them in the op's type.
+  c.bias_type = c.type;
   // The ·V MatMul reads as many probabilities per query as v has keys, so the model runs only
   // where each term's key axis broadcasts to v's key length: one the facts do not prove that
   // length is 1 or equal to it at run time, and expanding the sum there is what the Adds did.
@@ -202,7 +210,7 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   };
   std::optional<std::vector<sym>> dims{std::vector<sym>{}};
   for (const bias_term& t : terms) {
-    if (t.parts.size() == 1 && g.type(t.parts[0]) != g.type(c.q)) c.bias_type = g.type(t.parts[0]);
+    if (c.bias_type == c.type) c.bias_type = term_type(g, t);
     auto own = term_dims(f, t);
     if (regrouped(g, t, own) && f.rank(c.q) == 4u) own = regrouped_dims(f, *own, c.q);
     if (own && spans(*own, 1, keys, false)) c.bias_expanded_over_keys = true;
@@ -231,7 +239,7 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
   for (const bias_term& t : bias_terms(g, m)) {
     std::string term;
     if (has<"select">(m) && t.added_by == get<"select">(m)) {
-      const std::string zero = e.constant(g.type(query(g, m)), {}, {0.0});
+      const std::string zero = e.constant(term_type(g, t), {}, {0.0});
       term = has<"keep">(m) ? e.op("Where", {e.value(t.parts[0]), zero, e.value(t.parts[1])})
                             : e.op("Where", {e.value(t.parts[0]), e.value(t.parts[1]), zero});
     } else {

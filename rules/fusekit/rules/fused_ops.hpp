@@ -25,6 +25,14 @@
 //
 // float64 is refused by both: MultiHeadAttention has no float64 kernel, and Attention would compute
 // its softmax in a narrower type than the model does.
+//
+// Precision: the op computes in one type T, the widest its operands enter the block's two MatMuls
+// in (q, kᵀ, the probabilities, v), where one holds every other exactly; both ops keep the
+// softmax in float32 whatever T is, so a float32 Softmax island changes nothing. An operand of a
+// narrower type is widened to T on the way in (exact), and the output is cast back to the type
+// the block returned, so every reader outside reads the type it read before. The op thus never
+// computes a step in a narrower type than the model did; what it computes wider (a float16 QKᵀ
+// of a block whose softmax and ·V run in float32) is the report's `compute_type`.
 #pragma once
 
 #include <cmath>
@@ -49,6 +57,9 @@ using target = attention_options::target;
 // the source graph (kᵀ as [B, N, H, L], or k itself where the graph holds no 4-D kᵀ), the scale,
 // and the additive bias if there is one.
 struct attention_call {
+  // The type the op computes in (widest_type of its operands'); undefined where none holds the
+  // others exactly.
+  dtype type = dtype::undefined;
   value_id q = no_id;
   value_id kt = no_id;
   value_id v = no_id;
@@ -69,6 +80,27 @@ struct attention_call {
   // its query axis): grouped heads, which MultiHeadAttention reads repeated.
   bool heads_paired = false;
 };
+
+// Whether every value of `narrow` is one of `wide`: the widening Cast is exact.
+inline bool holds_exactly(dtype wide, dtype narrow) {
+  if (wide == narrow) return true;
+  const bool half = narrow == dtype::float16 || narrow == dtype::bfloat16;
+  if (wide == dtype::float32) return half;
+  if (wide == dtype::float64) return half || narrow == dtype::float32;
+  return false;
+}
+// The one of `types` that holds all the others exactly; undefined where there is none (float16
+// and bfloat16: each has values the other lacks).
+inline dtype widest_type(std::initializer_list<dtype> types) {
+  dtype out = *types.begin();
+  for (dtype t : types) {
+    if (holds_exactly(t, out))
+      out = t;
+    else if (!holds_exactly(out, t))
+      return dtype::undefined;
+  }
+  return out;
+}
 
 inline std::string dims_text(const facts& f, const std::vector<sym>& dims) {
   std::string out = "[";
@@ -176,8 +208,9 @@ inline verdict admits_bias(const facts& f, const attention_call& c, dtype t, tar
                        "for q " +
                        f.shape_text(q) + " and v " + f.shape_text(v));
   if (c.bias_type != t)
-    return verdict::no("the mask is " + std::string(dtype_name(c.bias_type)) + " but q is " +
-                       std::string(dtype_name(t)) + "; the fused op adds it in q's type");
+    return verdict::no("the mask is " + std::string(dtype_name(c.bias_type)) +
+                       " but the fused op computes in " + std::string(dtype_name(t)) +
+                       " and adds it in that type");
   return verdict::yes();
 }
 
@@ -193,19 +226,17 @@ inline verdict admits_scale(double scale) {
 // Whether the op of `to` can compute `c` exactly as the model does.
 inline verdict admits(const graph& g, const attention_call& c, const attention_options& o) {
   const facts& f = facts_of(g);
-  const dtype t = g.type(c.q);
+  const dtype t = c.type;
   const target to = o.fused_target;
-  if (!is_float(t)) return verdict::no("q has dtype " + std::string(dtype_name(t)));
-  auto one_dtype = [&](value_id x, const char* label) {
-    return g.type(x) == t
-               ? verdict::yes()
-               : verdict::no("q is " + std::string(dtype_name(t)) + " but " + label + " is " +
-                             std::string(dtype_name(g.type(x))) + "; the fused op needs one dtype");
-  };
-  if (auto no = one_dtype(c.v, "v"); !no) return no;
-  if (auto no = admits_dtype(t, to); !no) return no;
+  if (!is_float(g.type(c.q)))
+    return verdict::no("q has dtype " + std::string(dtype_name(g.type(c.q))));
   if (auto no = admits_shapes(f, c, to); !no) return no;
-  if (auto no = one_dtype(c.kt, "kᵀ"); !no) return no;
+  if (t == dtype::undefined)
+    return verdict::no("q is " + std::string(dtype_name(g.type(c.q))) + ", kᵀ " +
+                       std::string(dtype_name(g.type(c.kt))) + " and v " +
+                       std::string(dtype_name(g.type(c.v))) +
+                       ": no one of their types holds the others exactly, to compute in");
+  if (auto no = admits_dtype(t, to); !no) return no;
   const auto model_heads = f.dim_of(c.q, 1)->constant();
   if (!model_heads && o.num_heads == 0)
     return verdict::no("the head count of q " + f.shape_text(c.q) +
@@ -304,7 +335,7 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
                                         rewrite::emitter& e, const attention_options& o,
                                         bool merged) {
   const facts& f = facts_of(g);
-  const dtype t = g.type(c.q);
+  const dtype t = c.type;
   const std::int64_t num_heads = heads_of(f, c, o);
   const bool zero_rows = in.zero_hidden_rows && !in.bias.empty();
   const int outputs = in.past_k.empty() ? 1 : 3;

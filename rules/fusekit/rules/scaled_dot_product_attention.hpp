@@ -190,26 +190,24 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
   if (auto refused = heads_in_batch_refused(g, m); !refused) return refused;
   if (auto refused = packed_refused(g, m); !refused) return refused;
   const value_id q = query(g, m);
-  const dtype t = g.type(q);
+  // ONNX multiplies operands of one type; a model that does not is no attention to compute.
+  for (const node_id product : {get<"scores">(m), get<"pv">(m)})
+    if (const dtype a = g.type(g.input(product, 0)), b = g.type(g.input(product, 1));
+        a != b && a != dtype::undefined && b != dtype::undefined)
+      return verdict::no(g.describe(product) + " multiplies " +
+                         std::string(dtype_name(g.type(g.input(product, 0)))) + " by " +
+                         std::string(dtype_name(g.type(g.input(product, 1)))) +
+                         ", which ONNX does not define");
   const fused::attention_call c = call_of(g, m, causal_alone(g, m));
   if (auto refused = fused::admits(g, c, opts); !refused) return refused;
-  const node_id up = get<"up">(m);
-  node_id down = get<"down">(m);
-  // A Cast after Softmax to the type it already has (eager decoders) changes nothing.
-  if (up == no_id && down != no_id && g.type(g.input(down, 0)) == t &&
-      g.attribute_int(down, "to") == std::int64_t(t))
-    down = no_id;
-  if ((up == no_id) != (down == no_id))
-    return verdict::no("only one of the casts around Softmax is there");
-  if (up != no_id) {
-    const bool round_trip = (t == dtype::float16 || t == dtype::bfloat16) &&
-                            g.attribute_int(up, "to") == std::int64_t(dtype::float32) &&
-                            g.attribute_int(down, "to") == std::int64_t(t);
-    if (!round_trip)
-      return verdict::no("the casts around Softmax are not a " + std::string(dtype_name(t)) +
-                         " → float32 → " + std::string(dtype_name(t)) + " round trip");
-  }
+  // Casts around Softmax are the model's precision, read by the policy (fused_ops.hpp): the op
+  // keeps the softmax in float32, so a Softmax run wider than that would become narrower.
+  const node_id softmax = get<"softmax">(m);
+  if (const dtype s = g.type(g.output(softmax, 0)); !fused::holds_exactly(dtype::float32, s))
+    return verdict::no(g.describe(softmax) + " runs in " + std::string(dtype_name(s)) +
+                       ", wider than the float32 the fused op computes the softmax in");
   const facts& f = facts_of(g);
+  const dtype t = g.type(has<"select">(m) ? g.output(get<"select">(m), 0) : q);
   if (has<"select">(m) && !fill_absorbs_scores(get<"fill">(m), t))
     return verdict::no("the select fills masked scores with " +
                        pattern::number_text(get<"fill">(m)) + ", neither −inf nor " +
@@ -246,7 +244,9 @@ void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
   const bool biased = has<"select">(m) || has<"mask">(m) || has<"bias">(m);
   e.note("scale", scale_of(g, m));
   e.note("scale_form", scale_form(m));
-  e.note("casts_removed", int(get<"up">(m) != no_id) + int(get<"down">(m) != no_id));
+  int casts = 0;
+  for (const node_id n : m.nodes()) casts += g.domain(n).empty() && g.op_type(n) == "Cast";
+  e.note("casts_removed", casts);
   e.note("k_layout", has<"k_view">(m) || has<"k_merged">(m) ? "BNSH, heads merged into the batch"
                      : has<"k_bnsh">(m)                     ? "BNSH"
                      : has<"k_bsnh">(m)                     ? "BSNH"
@@ -302,6 +302,14 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
            "as many key/value heads");
   std::string kept =
       has_cache ? cache_kept_because(g, m, onnx_grouped || group_query) : std::string("no cache");
+  // The op writes present in the type it computes in: a cache of another type stays outside.
+  if (kept.empty())
+    for (const value_id x : {get<"k_past">(m), get<"v_past">(m), get<"k_new">(m), get<"v_new">(m)})
+      if (g.type(x) != call.type) {
+        kept = "the op computes in " + std::string(dtype_name(call.type)) + ", the cache is " +
+               std::string(dtype_name(g.type(x)));
+        break;
+      }
   std::int64_t group_query_kv_heads = 0;
   if (group_query) {
     const value_id k_new = kept.empty() ? get<"k_new">(m) : k_grouped;
@@ -335,6 +343,16 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
     in.k = repeat_heads(g, e, in.k, query(g, m), *f.dim_of(call.kt, 1));
     in.v = repeat_heads(g, e, in.v, query(g, m), *f.dim_of(call.kt, 1));
   }
+  // Operands of a narrower type widen to the op's on the way in (exact; fused_ops.hpp's policy).
+  int casts_added = 0;
+  const auto widened = [&](std::string x, value_id read) {
+    if (g.type(read) == call.type) return x;
+    ++casts_added;
+    return e.op("Cast", {x}, {{"to", call.type}});
+  };
+  in.q = widened(in.q, query(g, m));
+  in.k = widened(in.k, grouped ? k_grouped : call.kt);
+  in.v = widened(in.v, grouped ? v_grouped : values(g, m));
   const bool absorbed = has_cache && kept.empty();
   if (!causal) in.bias = bias(g, m, e, call, absorbed);
   if (has_cache)
@@ -348,7 +366,15 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
     e.replace(g.output(get<"k_cache">(m), 0), out.present_k);
     e.replace(g.output(get<"v_cache">(m), 0), out.present_v);
   }
-  return out.y;
+  // Read outside in the type the block returned.
+  std::string y = out.y;
+  if (const dtype returned = g.type(g.output(m.root(), 0)); returned != call.type) {
+    ++casts_added;
+    y = e.op("Cast", {y}, {{"to", returned}});
+  }
+  e.note("compute_type", std::string(dtype_name(call.type)));
+  e.note("casts_added", casts_added);
+  return y;
 }
 
 }  // namespace sdpa
