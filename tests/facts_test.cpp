@@ -641,6 +641,32 @@ TEST(Facts, ADimParamWrittenAsAnExpressionOfOthersIsThatExpression) {
   EXPECT_EQ(f.dim_of(id(g, named), 2)->constant(), std::nullopt);  // a name, not the number 2
 }
 
+// A Cast between integer types keeps what the target holds exactly: 300 is no int8, any nonzero
+// number is true, and a symbolic size goes only into int64 (past int32's range it would wrap).
+TEST(Facts, AnIntegerCastKeepsOnlyTheValuesTheTargetHolds) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"S", 4});
+  auto numbers = b.initializer(dtype::int64, {3}, {300, 2, 0});
+  auto small = b.op("Cast", {numbers}, {{"to", std::int64_t(dtype::int8)}});
+  auto truth_values = b.op("Cast", {numbers}, {{"to", std::int64_t(dtype::boolean)}});
+  auto dims = b.op("Shape", {x});
+  auto dims32 = b.op("Cast", {dims}, {{"to", std::int64_t(dtype::int32)}});
+  auto dims64 = b.op("Cast", {dims32}, {{"to", std::int64_t(dtype::int64)}});
+  for (const auto& v : {small, truth_values, dims32, dims64}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  auto text = [&](const value& v) {
+    std::string out;
+    for (const sym& e : f.content(id(g, v)).ints) out += (out.empty() ? "" : " ") + f.text(e);
+    return out;
+  };
+  EXPECT_EQ(text(small), "? 2 0");
+  EXPECT_EQ(text(truth_values), "1 1 0");
+  EXPECT_EQ(text(dims32), "? 4");
+  EXPECT_EQ(text(dims64), "? 4");
+}
+
 // torch's expand writes Where(Equal(shape, -1), 1, shape): a dim is never -1.
 TEST(Facts, ADimIsNeverEqualToANegativeNumber) {
   model_builder b(17);

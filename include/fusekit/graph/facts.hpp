@@ -759,6 +759,44 @@ class facts {
     for (double& e : c.reals) e = rounded(e, t);
   }
 
+  // An integer cast to another integer type, where the facts know the result exactly: a number
+  // the type holds (a bool the number's truth), a symbolic size only into int64 (a dim past
+  // int32's range would wrap, and nothing bounds it).
+  static sym integer_cast(const sym& e, dtype to) {
+    if (const auto k = e.constant()) {
+      if (to == dtype::boolean) return sym::constant(*k != 0);
+      std::int64_t lo = std::numeric_limits<std::int64_t>::min() + 1,
+                   hi = std::numeric_limits<std::int64_t>::max();
+      switch (to) {
+        case dtype::int8:
+          lo = -128, hi = 127;
+          break;
+        case dtype::uint8:
+          lo = 0, hi = 255;
+          break;
+        case dtype::int16:
+          lo = -32768, hi = 32767;
+          break;
+        case dtype::uint16:
+          lo = 0, hi = 65535;
+          break;
+        case dtype::int32:
+          lo = std::numeric_limits<std::int32_t>::min(),
+          hi = std::numeric_limits<std::int32_t>::max();
+          break;
+        case dtype::uint32:
+          lo = 0, hi = std::numeric_limits<std::uint32_t>::max();
+          break;
+        case dtype::uint64:
+          lo = 0;
+          break;
+        default:
+          break;
+      }
+      return *k >= lo && *k <= hi ? e : sym{};
+    }
+    return to == dtype::int64 ? e : sym{};
+  }
   void infer_cast(node_id n) {
     const dtype to = g_.type(out(n));
     const content_fact& x = in_content(n, 0);
@@ -768,7 +806,8 @@ class facts {
         c = x.real ? x : as_reals(x);
         round_all(c, to);
       } else if (!x.real) {
-        c = x;  // integer to integer: sizes fit
+        c = x;
+        for (sym& e : c.ints) e = integer_cast(e, to);
       } else {
         c = {true, false, {}, {}};
         for (double e : x.reals) {
