@@ -181,7 +181,9 @@ def _hunyuan(dtype: torch.dtype, exporter: str):
 COG_FRAMES = 2     # latent frames (5 video frames, temporal compression 4)
 
 
-class _CogVideoX(nn.Module):
+class _TextConditioned(nn.Module):
+    """A transformer called on latents, text states and a timestep (CogVideoX, AuraFlow)."""
+
     def __init__(self, model):
         super().__init__()
         self.model = model
@@ -202,7 +204,7 @@ def _cogvideox(dtype: torch.dtype, exporter: str):
         temporal_compression_ratio=4, max_text_seq_length=TEXT)
     common.redraw_zero_parameters(model)
     diffusion._sharpen(model, 2.0)
-    module = _CogVideoX(model).to(dtype)
+    module = _TextConditioned(model).to(dtype)
     args = (torch.randn(BATCH, COG_FRAMES, 4, LATENT, LATENT, dtype=dtype),
             torch.randn(BATCH, TEXT, TEXT_DIM, dtype=dtype), _timesteps(dtype, True))
     fills = {"timestep": {"int": [0, 1000]}}
@@ -219,16 +221,6 @@ def _cogvideox(dtype: torch.dtype, exporter: str):
 
 # ---------------------------------------------------------------- AuraFlow
 
-class _AuraFlow(nn.Module):
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, hidden_states, encoder_hidden_states, timestep):
-        return self.model(hidden_states=hidden_states, encoder_hidden_states=encoder_hidden_states,
-                          timestep=timestep, return_dict=False)[0]
-
-
 def _auraflow(dtype: torch.dtype, exporter: str):
     import diffusers
     model = diffusers.AuraFlowTransformer2DModel(
@@ -238,7 +230,7 @@ def _auraflow(dtype: torch.dtype, exporter: str):
         pos_embed_max_size=(LATENT // 2) ** 2)
     common.redraw_zero_parameters(model)
     diffusion._sharpen(model, 3.0)
-    module = _AuraFlow(model).to(dtype)
+    module = _TextConditioned(model).to(dtype)
     # The pipeline's flow-matching timesteps, divided by 1000 (the embedding scales them back).
     args = (torch.randn(BATCH, 4, LATENT, LATENT, dtype=dtype),
             torch.randn(BATCH, TEXT, TEXT_DIM, dtype=dtype), torch.rand(BATCH, dtype=dtype))
