@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "dit_model.hpp"
 #include "fusekit/graph/model_builder.hpp"
@@ -180,15 +181,11 @@ TEST(SdpaPrecision, AFloat16BlockWhoseSoftmaxAndProductRunInFloat32ComputesInFlo
   ASSERT_EQ(report.fusions.size(), 1u);
   const auto& params = report.fusions[0].params;
   EXPECT_EQ(params["compute_type"], "float32");
-  // q and k widened on the way in (exact); v is read as the model widened it; the output is the
-  // float32 the block returned.
-  EXPECT_EQ(params["casts_added"], 2);
-  EXPECT_EQ(params["casts_removed"], 1);
-  for (const auto& n : m.proto.graph().node()) {
-    if (n.op_type() == "MultiHeadAttention") {
-      EXPECT_EQ(n.input(2), "v_up");
-    }
-  }
+  // q, k and v widened on the way in (exact), v's Cast the block's own; the output is the float32
+  // the block returned.
+  EXPECT_EQ(params["casts_added"], 3);
+  EXPECT_EQ(params["casts_removed"], 2);
+  EXPECT_EQ(params["narrowings_removed"], 0);
   fusekit::rewrite::check_invariants(m);
 }
 
@@ -202,6 +199,130 @@ TEST(SdpaPrecision, AFloat32BlockWithAFloat16SoftmaxIslandComputesInFloat32) {
   EXPECT_EQ(report.fusions[0].params["compute_type"], "float32");
   EXPECT_EQ(report.fusions[0].params["casts_removed"], 2);
   EXPECT_EQ(report.fusions[0].params["casts_added"], 0);
+}
+
+// ---- precision as converters write it: Casts between any two steps, read as one policy
+
+// A block whose products a converter kept in `core` while the model runs in `type` (ONNX
+// Runtime's convert_float_to_float16 with the attention's nodes blocked): q, k and v cast to
+// `core` where they enter, the Casts it leaves between the kept steps, the output cast back.
+struct island {
+  dtype type = dtype::float16;
+  dtype core = dtype::float32;
+  std::vector<dtype> after_scores{dtype::float16, dtype::float32};
+  std::vector<dtype> after_softmax{dtype::float16, dtype::float32};
+  // Where a mask is added: after that many of after_scores's Casts (none: no mask).
+  std::optional<std::size_t> mask_at{};
+  dtype mask_type = dtype::float16;
+  bool cast_read_outside = false;  // the first Cast after the scores also feeds a graph output
+
+  model build() const {
+    model_builder b(17);
+    auto q = b.input("q", type, {1, 4, "S", 8});
+    auto k = b.input("k", type, {1, 4, "S", 8});
+    auto v = b.input("v", type, {1, 4, "S", 8});
+    const auto cast = [&](value x, dtype from, dtype to, const std::string& name) {
+      return from == to ? x : b.op("Cast", {x}, {{"to", to}}, {.name = name});
+    };
+    auto kt =
+        b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}}, {.name = "k_t"});
+    value s = b.op("MatMul", {cast(q, type, core, "q_in"), cast(kt, type, core, "k_in")}, {},
+                   {.name = "scores"});
+    s = b.op("Mul", {s, b.scalar(core, 0.5)}, {}, {.name = "scaled"});
+    for (std::size_t i = 0; i <= after_scores.size(); ++i) {
+      if (mask_at == i)
+        s = b.op("Add", {s, b.input("mask", mask_type, {1, 1, "S", "S"})}, {}, {.name = "masked"});
+      if (i == after_scores.size()) break;
+      s = b.op("Cast", {s}, {{"to", after_scores[i]}}, {.name = "s_cast" + std::to_string(i)});
+      if (i == 0 && cast_read_outside) b.output(b.op("Neg", {s}, {}, {.name = "probe"}));
+    }
+    value p = b.op("Softmax", {s}, {{"axis", -1}}, {.name = "softmax"});
+    for (std::size_t i = 0; i < after_softmax.size(); ++i)
+      p = b.op("Cast", {p}, {{"to", after_softmax[i]}}, {.name = "p_cast" + std::to_string(i)});
+    const dtype pt = after_softmax.empty() ? core : after_softmax.back();
+    auto out = b.op("MatMul", {p, cast(v, type, pt, "v_in")}, {}, {.name = "context"});
+    b.output(cast(out, pt, type, "out"), type, {1, 4, "S", 8});
+    return b.build_model();
+  }
+};
+
+TEST(SdpaPrecision, ConvertersRoundTripsBetweenFloat32StepsAreRemoved) {
+  model m = island{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto& params = report.fusions[0].params;
+  EXPECT_EQ(params["compute_type"], "float32");
+  // Both round trips and the Casts on q, k and v, which are read as they enter and widened.
+  EXPECT_EQ(params["casts_removed"], 7);
+  EXPECT_EQ(params["narrowings_removed"], 2);
+  EXPECT_EQ(params["casts_added"], 3);
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(SdpaPrecision, AMaskAddedBeforeTheSoftmaxIslandKeepsTheOpInFloat16) {
+  island opt;  // OPT and GPT-J with Softmax kept in float32: MatMul → Add(mask) → Cast → Softmax
+  opt.core = dtype::float16;
+  opt.after_scores = {dtype::float32};
+  opt.after_softmax = {dtype::float16};
+  opt.mask_at = 0;
+  model m = opt.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto& params = report.fusions[0].params;
+  EXPECT_EQ(params["compute_type"], "float16");
+  EXPECT_EQ(params["casts_removed"], 2);
+  EXPECT_EQ(params["narrowings_removed"], 0);
+  EXPECT_EQ(params["casts_added"], 0);
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(SdpaPrecision, AMaskNarrowerThanTheOpIsWidened) {
+  island core;  // the mask added in float16 between the round trip's Casts, the op in float32
+  core.mask_at = 1;
+  model m = core.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["compute_type"], "float32");
+  EXPECT_EQ(report.fusions[0].params["casts_added"], 4);  // q, k, v and the mask
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(SdpaPrecision, NearMisses) {
+  island outside;
+  outside.cast_read_outside = true;  // a Cast of the block feeds a reader outside it
+  EXPECT_EQ(near_miss_of(outside.build()),
+            "MatMul 'context': output of Cast 's_cast0' is also read by Neg 'probe', outside the "
+            "pattern");
+
+  island wide_mask;
+  wide_mask.core = dtype::float16;  // a float32 mask on float16 products: the op adds it in float16
+  wide_mask.after_scores = {dtype::float32};
+  wide_mask.after_softmax = {dtype::float16};
+  wide_mask.mask_at = 1;
+  wide_mask.mask_type = dtype::float32;
+  EXPECT_EQ(near_miss_of(wide_mask.build()),
+            "MatMul 'context': the mask is float32, which the float16 the fused op computes and "
+            "adds it in does not hold");
+
+  island int8;
+  int8.after_scores = {dtype::int8, dtype::float32};  // quantised scores: no precision cast
+  EXPECT_EQ(near_miss_of(int8.build()),
+            "MatMul 'context': Cast 's_cast0' casts float32 to int8, which no fused op computes "
+            "in: only float16, bfloat16, float32 and float64 are a precision");
+
+  island fp8;
+  fp8.after_softmax = {dtype::float8e4m3fn, dtype::float32};  // float8 probabilities
+  EXPECT_EQ(near_miss_of(fp8.build()),
+            "MatMul 'context': Cast 'p_cast0' casts float32 to float8e4m3fn, which no fused op "
+            "computes in: only float16, bfloat16, float32 and float64 are a precision");
+
+  island two_halves;
+  two_halves.core = dtype::float16;  // float16 scores, bfloat16 ·V: neither holds the other
+  two_halves.after_scores = {};
+  two_halves.after_softmax = {dtype::bfloat16};
+  EXPECT_EQ(near_miss_of(two_halves.build()),
+            "MatMul 'context': QKᵀ reads float16 and ·V bfloat16: neither type holds the other "
+            "exactly, to compute both in");
 }
 
 TEST(SdpaRule, FusesToStandardAttentionAtOpset23) {

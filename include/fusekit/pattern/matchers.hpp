@@ -1130,11 +1130,14 @@ template <fixed_string Name>
 inline constexpr all_t<Name, any_t> all{};
 
 // ---- transparent(p): p at the value, or above up to 4 nodes that pass the value on unchanged
+// ---- through_casts(p): the same, or above up to 4 Casts of any types: where a rule reads a
+// chain's precision itself (its guard must prove what each type means)
 
 namespace detail {
 
 // The value-preserving nodes directly above a value, top down: Identity, a Cast to the type its
-// input already has, and a Cast pair that round-trips exactly (float16 → float32 → float16 …).
+// input already has, and a Cast pair that round-trips exactly (float16 → float32 → float16 …);
+// with `any_casts`, every Cast.
 struct preserving_chain {
   static constexpr std::size_t max_nodes = 4;
   std::array<node_id, max_nodes> nodes{};
@@ -1156,7 +1159,7 @@ inline bool round_trips(dtype narrow, dtype wide) {
   }
 }
 
-inline preserving_chain value_preserving_chain(const graph& g, value_id v) {
+inline preserving_chain value_preserving_chain(const graph& g, value_id v, bool any_casts) {
   preserving_chain chain;
   chain.values[0] = v;
   std::size_t taken = 0;
@@ -1171,7 +1174,8 @@ inline preserving_chain value_preserving_chain(const graph& g, value_id v) {
     if (in == no_id) break;
     const std::string_view op = g.op_type(n);
     if (op == "Identity" ||
-        (op == "Cast" && g.type(in) != dtype::undefined && cast_to(n) == g.type(in))) {
+        (op == "Cast" && g.type(in) != dtype::undefined && cast_to(n) == g.type(in)) ||
+        (any_casts && op == "Cast")) {
       chain.nodes[taken++] = n;
       v = in;
     } else if (op == "Cast" && taken + 2 <= preserving_chain::max_nodes) {
@@ -1195,14 +1199,14 @@ inline preserving_chain value_preserving_chain(const graph& g, value_id v) {
 
 }  // namespace detail
 
-template <class P>
+template <class P, bool AnyCasts = false>
 struct transparent_t {
   P inner;
   using captures = typename captures_of<P>::type;
   static constexpr std::size_t nodes = P::nodes + detail::preserving_chain::max_nodes;
 
   void describe(std::string& out) const {
-    out += "transparent(";
+    out += AnyCasts ? "through_casts(" : "transparent(";
     inner.describe(out);
     out += ")";
   }
@@ -1212,7 +1216,7 @@ struct transparent_t {
   template <class C>
   bool match(C& c, const site* where, value_id v, continuation rest) const {
     const detail::preserving_chain chain =
-        v == no_id ? detail::preserving_chain{} : detail::value_preserving_chain(c.g, v);
+        v == no_id ? detail::preserving_chain{} : detail::value_preserving_chain(c.g, v, AnyCasts);
     if (chain.steps == 0) return inner.match(c, where, v, rest);
     std::array<site, detail::preserving_chain::max_nodes> sites{};
     for (std::size_t i = 0; i < chain.skipped[chain.steps]; ++i)
@@ -1232,6 +1236,11 @@ struct transparent_t {
 
 template <class P>
 constexpr transparent_t<P> transparent(P p) {
+  return {p};
+}
+
+template <class P>
+constexpr transparent_t<P, true> through_casts(P p) {
   return {p};
 }
 

@@ -178,13 +178,13 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   if (has<"k_view">(m)) c.kt = get<"k_bnsh">(m), c.key_axis = 2;
   if (has<"k_merged">(m)) c.kt = unmerged(g, get<"k_merged">(m)), c.key_axis = 2;
   c.heads_paired = packed(g, m);
-  c.type = fused::widest_type(
-      {g.type(get<"q">(m)), g.type(c.kt), g.type(g.input(get<"pv">(m), 0)), g.type(c.v)});
+  c.type = fused::compute_type(g, {get<"scores">(m), get<"pv">(m)});
   const std::vector<bias_term> terms = bias_terms(g, m);
   if (terms.empty() || causal) return c;
   c.has_bias = true;
-  // Each term is added in the type of the scores where it is: all of them in the op's type.
-  c.bias_type = c.type;
+  // Each term is added in the type of the scores where it is; the op adds their sum in its own,
+  // which must hold every one of them.
+  c.bias_type = term_type(g, terms.front());
   // The ·V MatMul reads as many probabilities per query as v has keys, so the model runs only
   // where each term's key axis broadcasts to v's key length: one the facts do not prove that
   // length is 1 or equal to it at run time, and expanding the sum there is what the Adds did.
@@ -210,7 +210,7 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   };
   std::optional<std::vector<sym>> dims{std::vector<sym>{}};
   for (const bias_term& t : terms) {
-    if (c.bias_type == c.type) c.bias_type = term_type(g, t);
+    c.bias_type = fused::widest_type({c.bias_type, term_type(g, t)});
     auto own = term_dims(f, t);
     if (regrouped(g, t, own) && f.rank(c.q) == 4u) own = regrouped_dims(f, *own, c.q);
     if (own && spans(*own, 1, keys, false)) c.bias_expanded_over_keys = true;
@@ -245,6 +245,7 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
     } else {
       term = e.value(t.parts[0]);
     }
+    if (term_type(g, t) != call.type) term = e.op("Cast", {term}, {{"to", call.type}});
     if (const auto dims = term_dims(f, t); regrouped(g, t, dims)) {
       const std::vector<sym>& d = *dims;
       const std::string q = e.value(call.q), shape = e.op("Shape", {term});

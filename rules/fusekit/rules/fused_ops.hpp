@@ -26,19 +26,25 @@
 // float64 is refused by both: MultiHeadAttention has no float64 kernel, and Attention would compute
 // its softmax in a narrower type than the model does.
 //
-// Precision: the op computes in one type T, the widest its operands enter the block's two MatMuls
-// in (q, kᵀ, the probabilities, v), where one holds every other exactly; both ops keep the
-// softmax in float32 whatever T is, so a float32 Softmax island changes nothing. An operand of a
-// narrower type is widened to T on the way in (exact), and the output is cast back to the type
-// the block returned, so every reader outside reads the type it read before. The op thus never
-// computes a step in a narrower type than the model did; what it computes wider (a float16 QKᵀ
-// of a block whose softmax and ·V run in float32) is the report's `compute_type`.
+// Precision: a block's Casts say in which type each step runs, wherever they sit. The op computes
+// the two products in one type T, the widest of the types QKᵀ and ·V read their operands in
+// (q, kᵀ, the probabilities, v), where one holds every other exactly; both ops keep the steps
+// between them (scale, bias, softmax) in float32 whatever T is, as the kernels' accumulators do,
+// so a float32 island there changes nothing and a step run wider than float32 and T is refused.
+// An operand or bias term of another type is cast to T on the way in (the model's own widening,
+// or the narrowing it did itself), and the output is cast back to the type the block returned,
+// so every reader outside reads the type it read before. The op thus never computes a step in a
+// narrower type than the model did. What it computes wider is the report's: its `compute_type`,
+// and `narrowings_removed`, the block's Casts to a type that does not hold T (a converter's
+// float32 → float16 → float32 round trip in a block computed in float32): the values they
+// rounded are no longer rounded, an accuracy change the user should know of, never a loss.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,7 +63,7 @@ using target = attention_options::target;
 // the source graph (kᵀ as [B, N, H, L], or k itself where the graph holds no 4-D kᵀ), the scale,
 // and the additive bias if there is one.
 struct attention_call {
-  // The type the op computes in (widest_type of its operands'); undefined where none holds the
+  // The type the op computes in (compute_type of the block); undefined where none holds the
   // others exactly.
   dtype type = dtype::undefined;
   value_id q = no_id;
@@ -100,6 +106,38 @@ inline dtype widest_type(std::initializer_list<dtype> types) {
       return dtype::undefined;
   }
   return out;
+}
+
+// Whether a Cast to `to` rounds values of `from`: the target does not hold them all.
+inline bool narrows(dtype from, dtype to) { return !holds_exactly(to, from); }
+
+// The type T the policy above gives a block whose products are `products`: the widest of their
+// operands' types (those it knows); undefined where none holds the others.
+inline dtype compute_type(const graph& g, std::initializer_list<node_id> products) {
+  dtype t = dtype::undefined;
+  for (node_id n : products)
+    for (value_id x : g.inputs(n)) {
+      const dtype own = g.type(x);
+      if (own == dtype::undefined) continue;
+      if (t == dtype::undefined || holds_exactly(own, t))
+        t = own;
+      else if (!holds_exactly(t, own))
+        return dtype::undefined;
+    }
+  return t;
+}
+
+// The first of `nodes` that computes in a type neither float32 nor `t` holds (its Casts, which only
+// say where types change, aside), or no_id: a step the op would compute narrower than the model.
+inline node_id step_wider_than(const graph& g, std::span<const node_id> nodes, dtype t) {
+  for (node_id n : nodes) {
+    if (!g.domain(n).empty() || g.op_type(n) == "Cast") continue;
+    for (value_id y : g.outputs(n))
+      if (y != no_id && is_float(g.type(y)) && !holds_exactly(dtype::float32, g.type(y)) &&
+          !holds_exactly(t, g.type(y)))
+        return n;
+  }
+  return no_id;
 }
 
 inline std::string dims_text(const facts& f, const std::vector<sym>& dims) {
@@ -207,10 +245,10 @@ inline verdict admits_bias(const facts& f, const attention_call& c, dtype t, tar
                        " is not proven to be (batch or 1, heads or 1, sequence, key length) "
                        "for q " +
                        f.shape_text(q) + " and v " + f.shape_text(v));
-  if (c.bias_type != t)
-    return verdict::no("the mask is " + std::string(dtype_name(c.bias_type)) +
-                       " but the fused op computes in " + std::string(dtype_name(t)) +
-                       " and adds it in that type");
+  if (c.bias_type == dtype::undefined || !holds_exactly(t, c.bias_type))
+    return verdict::no("the mask is " + std::string(dtype_name(c.bias_type)) + ", which the " +
+                       std::string(dtype_name(t)) +
+                       " the fused op computes and adds it in does not hold");
   return verdict::yes();
 }
 

@@ -113,25 +113,19 @@ inline constexpr auto k_detour_repeated =
         .where("each key/value head repeated in a row, then k's last two dims transposed",
                repeated_detour_is_a_transpose);
 
-inline constexpr auto k_transposed = any_of(
+inline constexpr auto k_transposed = capture<"kt_value">(any_of(
     op<"Transpose">(
         any_of(capture<"k_bnsh">(repeated<"k_grouped">(k_source)), capture<"k_bnsh">(k_source)))
         .attr<"perm">(ints(0, 1, 3, 2)),
     op<"Transpose">(capture<"k_bsnh">).attr<"perm">(ints(0, 2, 3, 1)), k_detour, k_detour_repeated,
     op<"Transpose">(heads_merged<"k_view">(capture<"k_bnsh">(k_source)))
         .attr<"perm">(ints(0, 2, 1)),
-    op<"Transpose">(capture<"k_merged">).attr<"perm">(ints(0, 2, 1)), capture<"kt">);
+    op<"Transpose">(capture<"k_merged">).attr<"perm">(ints(0, 2, 1)), capture<"kt">));
 
-// kᵀ as the QKᵀ MatMul reads it.
+// kᵀ as the QKᵀ MatMul reads it, before a scale factor and the block's Casts.
 template <class M>
-value_id key_transposed(const graph& g, const M& m) {
-  const node_id scores = get<"scores">(m);
-  if (has<"k_factor">(m)) {
-    const node_id scaled_k = g.producer(g.input(scores, 1));
-    const value_id a = g.input(scaled_k, 0);
-    return a == get<"k_factor">(m) ? g.input(scaled_k, 1) : a;
-  }
-  return g.input(scores, 1);
+value_id key_transposed(const graph&, const M& m) {
+  return get<"kt_value">(m);
 }
 
 // ONNX Runtime's Attention checks a mask's heads against the key/value heads, where the spec

@@ -4,18 +4,20 @@
 //   before                                          after, target ort
 //   q ─────────────── [× √s] ┐                      q ─ Transpose(0,2,1,3) ─ Reshape(B,S,D) ─┐
 //   [repeat_kv] kᵀ ── [× √s] MatMul                 k (BNSH, heads repeated) ─────────────────┤
-//                              │ [Cast → f32]       v (BNSH, heads repeated) ─────────────────┤
+//                              │ [Casts]*           v (BNSH, heads repeated) ─────────────────┤
 //                            [Mul | Div (scalar)]   bias: mask [+ Where(keep, 0, fill)] ──────┤
 //                            [Where(keep, ·, fill)]                com.microsoft.MultiHeadAttention
 //                            [+ mask]                                (num_heads, scale) → (B,S,D)
 //                            Softmax (last axis)
 //                            [Where(IsNaN(p), 0, p)]  after, target onnx (opset ≥ 23)
-//                              │ [Cast]             Attention(q, k, v, bias; scale) on BNSH
+//                              │ [Casts]*           Attention(q, k, v, bias; scale) on BNSH
 //                              tensors,
 //   [repeat_kv] v ────────── MatMul                 k and v with their own (grouped) heads
 //                            [Transpose(0,2,1,3)
 //                             → Reshape(B,S,D)]     NaN guard: output rows the bias hides entirely
 //                                                   are zeroed, as the guard zeroes them
+//   * Casts between floating-point types may sit between any two steps and on v: the block's
+//     precision, which the op computes in (fused_ops.hpp); what the block returned is cast back
 //   a mask that is causality alone (Trilu, a constant lower triangle) and as many queries as
 //   keys: no bias; MultiHeadAttention unidirectional, Attention is_causal
 //   grouped heads, target ort, causal (that mask, or one query): GroupQueryAttention on the
@@ -80,13 +82,18 @@ inline constexpr auto q_side = any_of(
     commutative(op<"Mul">(
         capture<"q">, capture<"q_factor">.proven_value("a scalar of known value", folded_scalar))),
     capture<"q">);
-inline constexpr auto k_side = any_of(
-    commutative(op<"Mul">(
-        k_transposed, capture<"k_factor">.proven_value("a scalar of known value", folded_scalar))),
-    k_transposed);
-inline constexpr auto scores = op<"MatMul">(q_side, k_side).bind<"scores">();
-// torch's decomposition in float16 may compute the softmax in float32: a Cast after the MatMul.
-inline constexpr auto widened = optional<"Cast">(scores).bind<"up">();
+inline constexpr auto k_side =
+    any_of(commutative(op<"Mul">(
+               through_casts(k_transposed),
+               capture<"k_factor">.proven_value("a scalar of known value", folded_scalar))),
+           k_transposed);
+// Casts between the block's steps are its precision, which the guard reads whole (fused_ops.hpp's
+// policy), not ops at fixed places: torch's decomposition in float16 widens the scores for the
+// softmax; a converter that keeps some steps in float32 leaves a round trip between each two of
+// them and casts at every border of what it kept.
+inline constexpr auto scores =
+    op<"MatMul">(through_casts(q_side), through_casts(k_side)).bind<"scores">();
+inline constexpr auto widened = through_casts(scores);
 inline constexpr auto logits = any_of(
     commutative(op<"Mul">(widened, constant_scalar<"scale">)),
     op<"Div">(widened, constant_scalar<"divisor">),
@@ -98,11 +105,13 @@ inline constexpr auto logits = any_of(
 // Gemma 2's logit soft-capping, tanh(s / c) · c on the scaled scores before the mask: matched so
 // that the refusal can say what the block does, which neither fused op computes as the model does.
 inline constexpr auto soft_capped =
-    commutative(op<"Mul">(op<"Tanh">(any_of(
-                              op<"Div">(logits, capture<"cap">.proven_value(
-                                                    "a scalar of known value", folded_scalar)),
-                              commutative(op<"Mul">(logits, capture<"cap_inverse">)))),
-                          capture<"cap_out">))
+    commutative(
+        op<"Mul">(
+            through_casts(op<"Tanh">(through_casts(any_of(
+                op<"Div">(through_casts(logits),
+                          capture<"cap">.proven_value("a scalar of known value", folded_scalar)),
+                commutative(op<"Mul">(through_casts(logits), capture<"cap_inverse">)))))),
+            capture<"cap_out">))
         .bind<"softcap">();
 inline constexpr auto scored = any_of(logits, soft_capped);
 // What exporters add to the scores: a bias before the mask (Bloom's ALiBi, added by baddbmm to
@@ -111,37 +120,39 @@ inline constexpr auto scored = any_of(logits, soft_capped);
 // maybe the padding mask added). Their sum is the fused ops' attention bias when its shape is one
 // they take; one added to the 3-D scores is regrouped to [B, N, …] on emit.
 inline constexpr auto biased =
-    optional_op(commutative(op<"Add">(scored, capture<"bias">)).bind<"biased">());
-inline constexpr auto viewed = optional_op(heads_split<"scores_view">(biased));
+    optional_op(commutative(op<"Add">(through_casts(scored), capture<"bias">)).bind<"biased">());
+inline constexpr auto viewed = optional_op(heads_split<"scores_view">(through_casts(biased)));
 inline constexpr auto selected = any_of(
-    op<"Where">(capture<"keep">, transparent(viewed), constant_scalar<"fill">).bind<"select">(),
-    op<"Where">(capture<"hide">, constant_scalar<"fill">, transparent(viewed)).bind<"select">());
-inline constexpr auto masked = optional_op(
-    commutative(op<"Add">(any_of(selected, viewed), capture<"mask">)).bind<"mask_add">());
+    op<"Where">(capture<"keep">, through_casts(viewed), constant_scalar<"fill">).bind<"select">(),
+    op<"Where">(capture<"hide">, constant_scalar<"fill">, through_casts(viewed)).bind<"select">());
+inline constexpr auto masked =
+    optional_op(commutative(op<"Add">(through_casts(any_of(selected, viewed)), capture<"mask">))
+                    .bind<"mask_add">());
 inline constexpr auto softmax =
-    op<"Softmax">(transparent(optional_op(heads_merged<"masked_view">(masked))))
+    op<"Softmax">(through_casts(optional_op(heads_merged<"masked_view">(masked))))
         .attr<"axis">(last_axis)
         .bind<"softmax">();
 // torch's SDPA decomposition zeroes the rows a mask hides entirely: Where(IsNaN(p), 0, p).
 inline constexpr auto guarded =
-    any_of(op<"Where">(op<"IsNaN">(capture<"p">(softmax)), constant_scalar<"nan_fill">.value(0.0),
-                       capture<"p">),
+    any_of(op<"Where">(op<"IsNaN">(capture<"p">(through_casts(softmax))),
+                       constant_scalar<"nan_fill">.value(0.0), capture<"p">),
            softmax);
-// Eager decoders cast after Softmax to the type it already has, sometimes twice: no-ops skipped.
-inline constexpr auto probs = optional<"Cast">(transparent(guarded)).bind<"down">();
+inline constexpr auto probs = through_casts(guarded);
 inline constexpr auto core =
-    op<"MatMul">(optional_op(heads_merged<"probs_view">(probs)),
-                 any_of(heads_merged<"v_view">(capture<"v">(v_source)),
-                        capture<"v">(repeated<"v_grouped">(v_source)), capture<"v">(v_source)))
+    op<"MatMul">(through_casts(optional_op(heads_merged<"probs_view">(probs))),
+                 through_casts(any_of(heads_merged<"v_view">(capture<"v">(v_source)),
+                                      capture<"v">(repeated<"v_grouped">(v_source)),
+                                      capture<"v">(v_source))))
         .bind<"pv">();
-inline constexpr auto merged = op<"Reshape">(
-    op<"Transpose">(optional_op(heads_split<"out_view">(core))).attr<"perm">(ints(0, 2, 1, 3)),
-    any());
+inline constexpr auto merged =
+    op<"Reshape">(op<"Transpose">(through_casts(optional_op(heads_split<"out_view">(core))))
+                      .attr<"perm">(ints(0, 2, 1, 3)),
+                  any());
 
 // Whether a Softmax feeds the anchor's data path within a few nodes: what makes a failed match
 // at this anchor a near miss worth a reason, rather than an unrelated MatMul or Reshape.
 inline bool softmax_upstream(const graph& g, node_id n) {
-  for (int step = 0; step < 8 && n != no_id; ++step) {
+  for (int step = 0; step < 12 && n != no_id; ++step) {
     if (g.op_type(n) == "Softmax" && g.domain(n).empty()) return true;
     n = g.producer(g.input(n, 0));
   }
@@ -149,7 +160,7 @@ inline bool softmax_upstream(const graph& g, node_id n) {
 }
 
 // Whether a MatMul within a few nodes upstream of x computes it (QKᵀ, in whatever form).
-inline bool computed_from_a_product(const graph& g, value_id x, int depth = 6) {
+inline bool computed_from_a_product(const graph& g, value_id x, int depth = 8) {
   const node_id p = g.producer(x);
   if (p == no_id || depth == 0 || !g.domain(p).empty()) return false;
   if (g.op_type(p) == "MatMul") return true;
@@ -164,7 +175,7 @@ inline bool computed_from_a_product(const graph& g, value_id x, int depth = 6) {
 inline node_id softmax_read_by(const graph& g, node_id n) {
   if (g.op_type(n) != "MatMul" || !g.domain(n).empty()) return no_id;
   node_id p = g.producer(g.input(n, 0));
-  for (int step = 0; step < 5 && p != no_id && g.domain(p).empty(); ++step) {
+  for (int step = 0; step < 8 && p != no_id && g.domain(p).empty(); ++step) {
     const std::string_view op = g.op_type(p);
     if (op == "Softmax") return p;
     if (op != "Reshape" && op != "Cast" && op != "Where" && op != "Identity" && op != "Dropout")
@@ -198,16 +209,39 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
                          std::string(dtype_name(g.type(g.input(product, 0)))) + " by " +
                          std::string(dtype_name(g.type(g.input(product, 1)))) +
                          ", which ONNX does not define");
+  // A Cast of the block is a precision, between floating-point types; one to an integer or a
+  // float8 type quantises, which neither op computes. The Cast into such a type is named first.
+  for (const bool into : {true, false})
+    for (const node_id n : m.nodes())
+      if (g.domain(n).empty() && g.op_type(n) == "Cast")
+        if (const dtype from = g.type(g.input(n, 0)), to = g.type(g.output(n, 0));
+            !is_float(into ? to : from))
+          return verdict::no(g.describe(n) + " casts " + std::string(dtype_name(from)) + " to " +
+                             std::string(dtype_name(to)) +
+                             ", which no fused op computes in: only float16, bfloat16, float32 "
+                             "and float64 are a precision");
   const fused::attention_call c = call_of(g, m, causal_alone(g, m));
+  if (c.type == dtype::undefined) {
+    const auto types = [&](node_id product) {
+      return std::string(dtype_name(g.type(g.input(product, 0))));
+    };
+    return verdict::no("QKᵀ reads " + types(get<"scores">(m)) + " and ·V " + types(get<"pv">(m)) +
+                       ": neither type holds the other exactly, to compute both in");
+  }
   if (auto refused = fused::admits(g, c, opts); !refused) return refused;
-  // Casts around Softmax are the model's precision, read by the policy (fused_ops.hpp): the op
-  // keeps the softmax in float32, so a Softmax run wider than that would become narrower.
+  // Casts are the model's precision, read by the policy (fused_ops.hpp): the op keeps the
+  // softmax and the steps before it in float32, so one run wider than that would become narrower.
   const node_id softmax = get<"softmax">(m);
   if (const dtype s = g.type(g.output(softmax, 0)); !fused::holds_exactly(dtype::float32, s))
     return verdict::no(g.describe(softmax) + " runs in " + std::string(dtype_name(s)) +
                        ", wider than the float32 the fused op computes the softmax in");
+  if (const node_id wider = fused::step_wider_than(g, m.nodes(), c.type); wider != no_id)
+    return verdict::no(g.describe(wider) + " runs in " +
+                       std::string(dtype_name(g.type(g.output(wider, 0)))) +
+                       ", wider than the fused op computes it in");
   const facts& f = facts_of(g);
-  const dtype t = g.type(has<"select">(m) ? g.output(get<"select">(m), 0) : q);
+  // The op adds the select's fill in its own type, where the fill must absorb the scores.
+  const dtype t = c.type;
   if (has<"select">(m) && !fill_absorbs_scores(get<"fill">(m), t))
     return verdict::no("the select fills masked scores with " +
                        pattern::number_text(get<"fill">(m)) + ", neither −inf nor " +
@@ -239,14 +273,20 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
   return verdict::yes();
 }
 
+// `t`: the type the op computes in.
 template <class M>
-void note(const graph& g, const M& m, rewrite::emitter& e, bool causal) {
+void note(const graph& g, const M& m, rewrite::emitter& e, bool causal, dtype t) {
   const bool biased = has<"select">(m) || has<"mask">(m) || has<"bias">(m);
   e.note("scale", scale_of(g, m));
   e.note("scale_form", scale_form(m));
-  int casts = 0;
-  for (const node_id n : m.nodes()) casts += g.domain(n).empty() && g.op_type(n) == "Cast";
+  int casts = 0, narrowings = 0;
+  for (const node_id n : m.nodes())
+    if (g.domain(n).empty() && g.op_type(n) == "Cast") {
+      ++casts;
+      narrowings += fused::narrows(t, g.type(g.output(n, 0)));
+    }
   e.note("casts_removed", casts);
+  e.note("narrowings_removed", narrowings);
   e.note("k_layout", has<"k_view">(m) || has<"k_merged">(m) ? "BNSH, heads merged into the batch"
                      : has<"k_bnsh">(m)                     ? "BNSH"
                      : has<"k_bsnh">(m)                     ? "BSNH"
@@ -278,7 +318,8 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   const bool masked = has<"select">(m) || has<"mask">(m) || has<"bias">(m);
   const std::string not_causal = masked ? not_causal_because(g, m) : "no mask";
   const bool causal = not_causal.empty();
-  note(g, m, e, causal);
+  const fused::attention_call call = call_of(g, m, causal);
+  note(g, m, e, causal, call.type);
   if (masked && !causal) e.note("causal", "no: " + not_causal);
   const facts& f = facts_of(g);
   const bool onnx = o.fused_target == fused::target::onnx;
@@ -290,7 +331,6 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   // alone, or one query, which causality shows every key (a decode step; its mask, if any, is
   // the op's bias).
   bool group_query = !onnx && both_grouped && (causal || f.dim_of(query(g, m), 2)->is_constant(1));
-  const fused::attention_call call = call_of(g, m, causal);
   if (call.bias_expanded_over_keys)
     e.note("bias_keys", "expanded to v's key length, as the model's Add broadcast it");
   if (call.bias_expanded_over_queries)
@@ -354,7 +394,10 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   in.k = widened(in.k, grouped ? k_grouped : call.kt);
   in.v = widened(in.v, grouped ? v_grouped : values(g, m));
   const bool absorbed = has_cache && kept.empty();
-  if (!causal) in.bias = bias(g, m, e, call, absorbed);
+  if (!causal) {
+    in.bias = bias(g, m, e, call, absorbed);
+    for (const bias_term& t : bias_terms(g, m)) casts_added += term_type(g, t) != call.type;
+  }
   if (has_cache)
     e.note("kv_cache", absorbed ? "past and present in the fused op" : "Concat kept: " + kept);
   if (absorbed) {

@@ -16,6 +16,7 @@ import pathlib
 import sys
 import warnings
 
+import ml_dtypes
 import numpy as np
 import onnx
 import onnx.inliner
@@ -26,12 +27,15 @@ OUT_DIR = pathlib.Path(__file__).resolve().parent.parent  # export_fixtures.py s
 SEED = 0
 
 # Tolerances of the export check (ONNX Runtime against torch on the export's own inputs). fp16
-# models run in torch on the CPU, whose fp16 kernels round at other places than ONNX Runtime's.
-TOLERANCE = {"float32": (1e-3, 1e-4), "float16": (3e-2, 3e-2)}
+# models run in torch on the CPU, whose fp16 kernels round at other places than ONNX Runtime's;
+# bfloat16 (8 bits of mantissa, 2^-8 relative rounding) is checked in the ONNX reference
+# evaluator, which rounds every intermediate to bfloat16 where torch's CPU kernels accumulate in
+# float32.
+TOLERANCE = {"float32": (1e-3, 1e-4), "float16": (3e-2, 3e-2), "bfloat16": (1e-1, 1e-1)}
 
 # Block counting is the conformance suite's, so an export and the suite agree on what a block is.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
-from conformance import FUSED_OPS, attention_blocks  # noqa: E402
+from conformance import FUSED_OPS, attention_blocks, bfloat16_runs  # noqa: E402
 
 
 # The exporters every family of the held-out set is made with: tag → (exporter, opset).
@@ -79,7 +83,12 @@ def _fill_of(name: str, t: torch.Tensor, fills: dict) -> dict:
 
 
 def _numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().numpy()
+    """numpy has no bfloat16: a torch bfloat16 tensor becomes ml_dtypes' (the dtype onnx's
+    reference evaluator and numpy_helper use), bit for bit."""
+    t = t.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    return t.numpy()
 
 
 def _flatten(x) -> list[torch.Tensor]:
@@ -127,7 +136,8 @@ def _constants(model: onnx.ModelProto) -> dict[str, str]:
     def show(t: onnx.TensorProto):
         a = onnx.numpy_helper.to_array(t)
         if a.size <= 4:
-            flat = [float(x) if a.dtype.kind == "f" else int(x) for x in a.reshape(-1)]
+            # bfloat16 (ml_dtypes) is a float of kind "V"
+            flat = [int(x) if a.dtype.kind in "biu" else float(x) for x in a.reshape(-1)]
             text = ",".join(f"{x:.6g}" if isinstance(x, float) else str(x) for x in flat)
             return text if a.ndim == 0 else f"[{text}]"
         return None
@@ -233,27 +243,26 @@ def _session(path: pathlib.Path) -> ort.InferenceSession:
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
-@contextlib.contextmanager
-def _function_attributes_only(classes: set[type]):
-    """The TorchScript exporter with export_modules_as_functions hooks every module and hands its
-    class-annotated attributes to _jit_pass_onnx_track_scope_attributes, which raises a TypeError
-    on a transformers PreTrainedModel (its annotations include dicts of plans, classes and the
-    config; torch 2.15.0, transformers 5.24.0). Only the attributes of the modules written as
-    functions become function attributes; this keeps those and drops the others."""
-    try:
-        from torch.onnx._internal.torchscript_exporter import utils
-    except ImportError:  # older torch (2.6): the TorchScript exporter is torch.onnx.utils
-        from torch.onnx import utils
-    original = utils._get_module_attributes
+class _Reference:
+    """ONNX Runtime's session calls (get_inputs, get_outputs, run) on the ONNX reference evaluator
+    as the conformance suite runs bfloat16 models (conformance.bfloat16_runs), for the bfloat16
+    exports: ONNX Runtime's CPU provider has no bfloat16 MatMul, Softmax or most other kernels."""
 
-    def only_functions(module):
-        return original(module) if isinstance(module, tuple(classes)) else {}
+    class _Named:
+        def __init__(self, name: str):
+            self.name = name
 
-    utils._get_module_attributes = only_functions
-    try:
-        yield
-    finally:
-        utils._get_module_attributes = original
+    def __init__(self, path: pathlib.Path):
+        graph = onnx.load(str(path)).graph
+        weights = {t.name for t in graph.initializer}
+        self.input_names = [i.name for i in graph.input if i.name not in weights]
+        self.output_names, self.run = bfloat16_runs(path)
+
+    def get_inputs(self):
+        return [self._Named(n) for n in self.input_names]
+
+    def get_outputs(self):
+        return [self._Named(n) for n in self.output_names]
 
 
 def inlined(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -316,7 +325,7 @@ def export(module: torch.nn.Module, args: tuple, name: str, *, family: str, expo
         node.doc_string = ""
     onnx.save(model, str(path))
     onnx.checker.check_model(model)
-    session = _session(path)
+    session = _Reference(path) if dtype == "bfloat16" else _session(path)
     feed = {i.name: _numpy(a) for i, a in zip(session.get_inputs(), _flatten(args))}
     got = session.run(None, feed)
     rtol, atol = TOLERANCE[dtype]

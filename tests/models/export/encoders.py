@@ -3,7 +3,8 @@ encoder and the T5 encoder from transformers, tiny random configs built from the
 (no hub downloads).
 
 Each is exported by the TorchScript exporter (opset 17) and the dynamo exporter (opset 18), fp32,
-with the model's own attention implementation ("sdpa" where it has one). Text encoders take
+with the model's own attention implementation ("sdpa" where it has one); BERT in float16 as well
+(bert.TAG.fp16: the model halved). Text encoders take
 input_ids and attention_mask (a padding mask: the export inputs leave the first row's last tokens
 padded) with dynamic batch and sequence; ViT takes pixel_values and Whisper input_features, dynamic
 in batch only (the image size and the mel length are fixed by the position embeddings).
@@ -153,11 +154,14 @@ def _inputs(kind: str, batch: int, seq: int):
     return (torch.randn(batch, WHISPER_MELS, 2 * WHISPER_POSITIONS),)
 
 
-def _export(name: str, *, family: str, exporter: str, opset: int, static: bool = False) -> dict:
+def _export(name: str, *, family: str, exporter: str, opset: int, static: bool = False,
+            dtype: str = "float32") -> dict:
     common.seeded()
     model, kind, extra, what = FAMILIES[family]()
     model = model.eval()
     common.redraw_zero_parameters(model, std=INIT_STD)
+    model = model.to(getattr(torch, dtype))
+    assert kind == "text" or dtype == "float32", "feature inputs are drawn in float32"
     if kind == "text":
         input_names = ["input_ids", "attention_mask"]
         dynamic = {n: {0: "batch", 1: "sequence"} for n in input_names}
@@ -178,13 +182,19 @@ def _export(name: str, *, family: str, exporter: str, opset: int, static: bool =
     return common.export(
         TextEncoder(model, extra) if kind == "text" else FeatureEncoder(model, input_names[0]),
         args, name, family=family,
-        exporter=exporter, opset=opset, dtype="float32", blocks=LAYERS, input_names=input_names,
+        exporter=exporter, opset=opset, dtype=dtype, blocks=LAYERS, input_names=input_names,
         output_names=output_names, dynamic=dynamic, fills=fills, recheck=recheck,
         note=f"transformers {what}, hidden {HIDDEN}, {HEADS} heads of {HIDDEN // HEADS}, "
-             f"{LAYERS} layers; {shapes}")
+             f"{LAYERS} layers; {shapes}{_HALF_NOTE[dtype]}")
 
+
+_HALF_NOTE = {"float32": "", "float16": "; float16: the model halved"}
 
 FIXTURES = common.fp32_matrix(FAMILIES, _export, "family")
+# BERT in float16, both exporters (NAME.TAG.fp16).
+for _tag, (_exporter, _opset) in common.HELDOUT_EXPORTERS.items():
+    FIXTURES[f"bert.{_tag}.fp16"] = functools.partial(
+        _export, family="bert", exporter=_exporter, opset=_opset, dtype="float16")
 # The dynamo exporter fails on the T5 encoder with dynamic batch and sequence (its decomposition
 # step: "Cannot view a tensor with shape [s72, s53, 4, 8] and strides (32*s53, 8, 8*s53, 1) as a
 # tensor with shape (s72, s53, 32)", torch 2.15.0): the same export with static shapes beside it.

@@ -6,7 +6,8 @@ tokens), SD3.5 Medium's dual attention (MMDiT-X), and F5-TTS's other backbones, 
 + text attention) and UNetT (a flat U-Net of self-attention layers with a skip connection).
 
 Each is exported by the TorchScript exporter (opset 17) and the dynamo exporter (opset 18), fp32,
-static shapes, as diffusion.py's families.
+static shapes, as diffusion.py's families; DiT in bfloat16 as well (dit.TAG.bf16: the module in
+bfloat16, hidden_states bfloat16).
 """
 from __future__ import annotations
 
@@ -313,3 +314,10 @@ def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
 
 
 FIXTURES = common.fp32_matrix(FAMILIES, _export, "stem")
+
+
+# bfloat16 DiT: ONNX Runtime's CPU provider has no bfloat16 kernels, so the export check and the
+# conformance suite run it in the ONNX reference evaluator.
+for _tag, (_exporter, _opset) in common.HELDOUT_EXPORTERS.items():
+    FIXTURES[f"dit.{_tag}.bf16"] = functools.partial(
+        diffusion._fixture, _dit, "dit", _exporter, _opset, "bfloat16", torch.bfloat16)
