@@ -950,6 +950,40 @@ TEST(Transparent, NearMisses) {
             "output of Identity 'Identity_15' is also read by Neg 'Neg_17', outside the pattern");
 }
 
+TEST(ThroughCasts, SkipsEveryCastAsTransparentSkipsNoOps) {
+  preserving t;
+  auto widened = t.relu(t.cast(t.softmax(), dtype::float32));
+  auto narrowing_round_trip =
+      t.relu(t.cast(t.cast(t.cast(t.softmax(), dtype::float32), dtype::float16), dtype::float32));
+  auto quantised = t.relu(t.cast(t.cast(t.softmax(), dtype::int8), dtype::float16));
+  for (auto& v : {widened, narrowing_round_trip, quantised}) t.b.output(v);
+  indexed m(t.b);
+  constexpr auto p = op<"Relu">(through_casts(op<"Softmax">(capture<"x">)));
+  EXPECT_EQ(match(p, m.g, m.node(widened)).nodes().size(), 3u);
+  EXPECT_EQ(match(p, m.g, m.node(narrowing_round_trip)).nodes().size(), 5u);
+  // What the Casts mean is the rule's to prove: an int8 round trip is matched too.
+  EXPECT_EQ(match(p, m.g, m.node(quantised)).nodes().size(), 4u);
+  EXPECT_EQ(describe(p), "Relu(through_casts(Softmax(x)))");
+}
+
+TEST(ThroughCasts, NearMisses) {
+  preserving t;
+  auto five = t.softmax();
+  for (int i = 0; i < 5; ++i) five = t.cast(five, i % 2 ? dtype::float16 : dtype::float32);
+  auto too_deep = t.relu(five);
+  auto shared = t.cast(t.softmax(), dtype::float32);
+  auto escaping = t.relu(shared);
+  auto reader = t.b.op("Neg", {shared});
+  for (auto& v : {too_deep, escaping, reader}) t.b.output(v);
+  indexed m(t.b);
+  constexpr auto p = op<"Relu">(through_casts(op<"Softmax">(capture<"x">)));
+  // Four Casts at most.
+  EXPECT_FALSE(match(p, m.g, m.node(too_deep)));
+  // A skipped Cast joins the match: Neg reads it from outside.
+  EXPECT_EQ(why(p, m, escaping),
+            "output of Cast 'Cast_8' is also read by Neg 'Neg_10', outside the pattern");
+}
+
 // ---- describe, explanations over the DiT block, tracing
 
 constexpr auto scores = op<"MatMul">(capture<"q">, capture<"kt">);

@@ -162,7 +162,8 @@ TEST(SdpaRule, FusesTheF5Block) {
   EXPECT_EQ(bytes(m), once);
 }
 
-// ---- precision: the op computes in the widest type its operands enter the MatMuls in
+// ---- precision: the op computes in the widest type the products read, the steps between in
+// float32
 
 TEST(SdpaPrecision, AFloat32SoftmaxIslandLeavesTheOpInFloat16) {
   model m = block{}.build();  // f16 scores → f32 → Softmax → f16: the ops' softmax is float32
@@ -198,6 +199,7 @@ TEST(SdpaPrecision, AFloat32BlockWithAFloat16SoftmaxIslandComputesInFloat32) {
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].params["compute_type"], "float32");
   EXPECT_EQ(report.fusions[0].params["casts_removed"], 2);
+  EXPECT_EQ(report.fusions[0].params["narrowings_removed"], 1);
   EXPECT_EQ(report.fusions[0].params["casts_added"], 0);
 }
 
