@@ -14,7 +14,8 @@ express it, fused with the fusekit CLI (FUSEKIT_CLI):
 
 The mixed-precision fixtures converters make from the float32 ones (converted.py) are held to the
 same, and to the accuracy of the converted model against its float32 original; those ONNX Runtime
-refuses to load are listed in tests/models/converted.json, which must be exact.
+refuses to load (listed in tests/models/converted.json, which must be exact) are run by the ONNX
+reference evaluator instead, and those neither runs (type-invalid) are not judged.
 """
 import fnmatch
 import os
@@ -60,10 +61,12 @@ def expected_reason(fixture, target):
 
 
 def all_fixtures() -> list[dict]:
-    """The manifest's fixtures, then the converted ones ONNX Runtime loads."""
-    refused = converted.unloadable()
+    """The manifest's fixtures, then the converted ones that are valid models; those ONNX Runtime
+    refuses are run by the ONNX reference evaluator."""
+    refused, invalid = converted.unloadable(), converted.invalid()
     return [*conformance.fixtures(),
-            *(f for f in converted.fixtures() if f["file"] not in refused)]
+            *({**f, "judge": "onnx.reference"} if f["file"] in refused else f
+              for f in converted.fixtures() if f["file"] not in invalid)]
 
 
 def source_of(fixture: dict):
@@ -124,6 +127,8 @@ def test_fixture(fixture, target, tmp_path):
                          ids=lambda f: f["file"].removesuffix(".onnx"))
 def test_refused_conversion(fixture):
     # The list of converted files ONNX Runtime refuses is exact: each is refused, for the reason
-    # recorded (every other one is judged above, and one that stopped loading fails there).
-    assert converted.load_error(converted.path_of(fixture)) == \
-        converted.unloadable()[fixture["file"]]
+    # recorded (every other one is run by ONNX Runtime above, and fails there if it is refused),
+    # and the reference evaluator fails on those recorded invalid, for the reason recorded.
+    path = converted.path_of(fixture)
+    assert converted.load_error(path) == converted.unloadable()[fixture["file"]]
+    assert converted.reference_error(fixture, path) == converted.invalid().get(fixture["file"])
