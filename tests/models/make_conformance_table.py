@@ -1,7 +1,9 @@
 """Writes tests/models/CONFORMANCE.md: fixture × target → attention blocks, blocks fused by the
 fusekit CLI, the near-miss reasons for the rest; beside it what the peers made of the same files
-(tests/models/peers.json, written by peers.py); and, per fixture, the shape facts the CLI infers
-against ONNX Runtime's symbolic shape inference (tests/python/facts_vs_ssi.py).
+(tests/models/peers.json, written by peers.py); the same for the mixed-precision fixtures converted
+from the newest set's float32 exports (tests/python/converted.py), with each fused model's accuracy
+against the float32 original; and, per fixture, the shape facts the CLI infers against ONNX
+Runtime's symbolic shape inference (tests/python/facts_vs_ssi.py).
 
     python tests/models/make_conformance_table.py FUSEKIT_CLI
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import sys
 import tempfile
 
@@ -18,10 +21,21 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "python"))
 
 import conformance  # noqa: E402
+import converted  # noqa: E402
 import facts_vs_ssi  # noqa: E402
 
 PEERS = HERE / "peers.json"
 PEER_NAMES = {"ort_optimizer": "ORT optimizer", "onnxscript": "onnxscript", "onnxsim": "onnxsim"}
+# One line each, after converted.py's docstring.
+FORMS = {
+    "ort-fp16": "ONNX Runtime's `convert_float_to_float16(keep_io_types=True)`: everything it may "
+                "convert in float16.",
+    "ort-softmax-fp32": "the same with `Softmax` added to `op_block_list`: the softmax kept in "
+                        "float32, Casts around every Softmax.",
+    "ort-core-fp32": "the same with `node_block_list` naming each block's QKᵀ MatMul, its scale, "
+                     "the Softmax and the ·V MatMul: attention in float32, the rest in float16.",
+    "occ-fp16": "onnxconverter-common's `convert_float_to_float16(keep_io_types=True)`.",
+}
 
 
 def cell(fused: int, blocks: int, ok: bool = True) -> str:
@@ -40,6 +54,181 @@ def peer_cell(result: dict | None, blocks: int) -> str:
     return text
 
 
+def counts(result: dict | None) -> bool:
+    """Whether a peer's result counts: ONNX Runtime loads it and its outputs match."""
+    return bool(result) and not result.get("error") and result.get("matches") is not False
+
+
+def precision_peer_cell(result: dict | None, blocks: int) -> str:
+    """peer_cell, saying where a converted fixture's outputs match but are less accurate."""
+    if result and result.get("matches") is False and "mean error" in result.get("mismatch", "") \
+            and result.get("accuracy"):
+        return f"{cell(result['fused'], blocks, False)} (less accurate: " \
+               f"{result['accuracy'][0]:.2f}× the mean error)"
+    return peer_cell(result, blocks)
+
+
+def general(reason: str) -> str:
+    """A runtime's message without the names and shapes that differ from file to file."""
+    reason = reason.replace("[ONNXRuntimeError] : 1 : FAIL : ", "").replace("''", "'").strip()
+    reason = re.sub(r"Load model from \S+ failed: ?", "", reason)
+    reason = re.sub(r"tensor\((\w+)\)", r"tensor<\1>", reason)
+    reason = re.sub(r"\(([^()]*)\)", lambda m: m.group(0) if re.fullmatch(
+        r"tensor<\w+>|T", m.group(1)) else "(…)", reason)
+    reason = re.sub(r"'[^' ]*[_/0-9.][^' ]*'", "'…'", reason)
+    reason = re.sub(r"\bname: \S+", "name: …", reason)
+    return re.sub(r"tensor<(\w+)>", r"tensor(\1)", reason)
+
+
+def reason_table(title: str, by_form: dict[str, dict[str, int]]) -> list[str]:
+    """reason × form → count, the commonest reason first."""
+    totals = {}
+    for form in by_form.values():
+        for reason, n in form.items():
+            totals[reason] = totals.get(reason, 0) + n
+    return [f"| {title} | " + " | ".join(f"`{f}`" for f in FORMS) + " |",
+            "|---|" + "---|" * len(FORMS),
+            *(f"| {reason} | " + " | ".join(str(by_form[f].get(reason, 0)) for f in FORMS) + " |"
+              for reason, _ in sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])))]
+
+
+def precision(cli: str, peers: dict, work: pathlib.Path, bf16: list[str]) -> list[str]:
+    """The "Precision" section: per form, each converted fixture ONNX Runtime loads, fused with
+    `--target ort`, judged by conformance.compare (parity and accuracy), its accuracy ratios, the
+    peers' cells; then the converted files ONNX Runtime refuses."""
+    refused = converted.unloadable()
+    invalid = converted.invalid() if hasattr(converted, "invalid") else {}
+    forms: dict[str, dict] = {f: {"rows": [], "fixtures": 0, "blocks": 0, "fusekit": 0,
+                                  "peers": {p: 0 for p in PEER_NAMES}, "refused": 0,
+                                  "reasons": {}} for f in FORMS}
+    refusals = {f: {} for f in FORMS}
+    reference = {f: {} for f in FORMS}
+    peer_errors = {f: {} for f in FORMS}
+    for fixture in converted.fixtures():
+        form, stem = forms[fixture["form"]], fixture["file"].removesuffix(".onnx")
+        if fixture["file"] in refused:
+            form["refused"] += 1
+            why = general(refused[fixture["file"]])
+            refusals[fixture["form"]][why] = refusals[fixture["form"]].get(why, 0) + 1
+            why = general(invalid[fixture["file"]]) if fixture["file"] in invalid else \
+                "runs it (the suite judges the fused model there)"
+            reference[fixture["form"]][why] = reference[fixture["form"]].get(why, 0) + 1
+            continue
+        source = converted.path_of(fixture)
+        result = conformance.fuse(cli, source, "ort", work / "converted")
+        try:
+            conformance.compare(fixture, result.output, source=source)
+            ok, wrong = True, ""
+        except AssertionError as e:
+            ok, wrong = False, f" ({str(e).splitlines()[0]})"
+        except Exception as e:  # ONNX Runtime refuses the fused model
+            ok, wrong = False, f" (ONNX Runtime refuses it: {str(e).splitlines()[0][:200]})"
+        try:
+            mean, largest = conformance.accuracy(fixture, source, result.output)
+            ratios = f"{mean:.3f} | {largest:.3f}"
+        except Exception:
+            ratios = "— | —"
+        form["fixtures"] += 1
+        form["blocks"] += fixture["blocks"]
+        form["fusekit"] += result.fused if ok else 0
+        if result.fused < result.blocks:
+            for r in result.reasons:
+                form["reasons"].setdefault(r, []).append(stem)
+        peer_results = peers["results"].get(stem, {})
+        for p in PEER_NAMES:
+            r = peer_results.get(p)
+            form["peers"][p] += r["fused"] if counts(r) else 0
+            if r and r.get("error"):
+                why = f"{PEER_NAMES[p]}: {general(r['error'])}"
+                peer_errors[fixture["form"]][why] = peer_errors[fixture["form"]].get(why, 0) + 1
+        form["rows"].append(f"| `{stem}` | {fixture['blocks']} | "
+                            f"{cell(result.fused, result.blocks, ok)}{wrong} | {ratios} | " +
+                            " | ".join(precision_peer_cell(peer_results.get(p), fixture["blocks"])
+                                       for p in PEER_NAMES) + " |")
+    made = peers.get("converted_with")
+    made = ", ".join(f"{k} {v}" for k, v in made.items()) if made else "not recorded"
+    out = [
+        "## Precision",
+        "",
+        f"The float32 exports of `{converted.SET}` converted to float16 by the converters users "
+        "run (`tests/python/converted.py`, made when the suite first needs them), in four forms:",
+        "",
+        *(f"- `{name}`: {what}" for name, what in FORMS.items()),
+        "",
+        "Inputs and outputs keep their float32 types. fusekit `--target ort` (the sources are "
+        "opset < 23, so `--target onnx` does not apply); ✅ when every block fused and "
+        "`conformance.compare` passed: outputs match the converted model's on random and padded "
+        "feeds, both measured against the float32 original, and the fused model's mean absolute "
+        "error against the float32 original is within 5 % of the converted model's. "
+        "accuracy mean and max: the fused model's mean and largest error against the float32 "
+        "original over 16 random feeds, each divided by the converted model's (below 1: more "
+        "accurate; the max is reported, not bound: one element's rounding decides it). The peers "
+        "are judged the same way on the same converted files (made with "
+        f"{made}); a peer's cell counts only if ONNX Runtime loads its result and it passes. "
+        "The files ONNX Runtime refuses are listed after the tables, not judged here.",
+        "",
+        "| form | fixtures ONNX Runtime loads | blocks | fusekit ort | " +
+        " | ".join(PEER_NAMES.values()) + " |",
+        "|---|---|---|---|" + "---|" * len(PEER_NAMES),
+        *(f"| `{name}` | {form['fixtures']} of {form['fixtures'] + form['refused']} | "
+          f"{form['blocks']} | {form['fusekit']}/{form['blocks']} | " +
+          " | ".join(f"{form['peers'][p]}/{form['blocks']}" for p in PEER_NAMES) + " |"
+          for name, form in forms.items()),
+        "",
+    ]
+    for name, form in forms.items():
+        out += [
+            f"### {name}",
+            "",
+            f"Totals: fusekit `--target ort` {form['fusekit']}/{form['blocks']}; " +
+            ", ".join(f"{PEER_NAMES[p]} {n}/{form['blocks']}" for p, n in form["peers"].items())
+            + f" (fused, outputs matching and as accurate; {form['fixtures']} fixtures, "
+            f"{form['refused']} more refused by ONNX Runtime).",
+            "",
+        ]
+        out += [
+            "| fixture | blocks | fusekit ort | accuracy mean | accuracy max | " +
+            " | ".join(PEER_NAMES.values()) + " |",
+            "|---|---|---|---|---|" + "---|" * len(PEER_NAMES),
+            *form["rows"],
+            "",
+        ] if form["rows"] else ["ONNX Runtime refuses every file of this form.", ""]
+        if form["reasons"]:
+            out += ["Why fusekit left blocks unfused:", ""]
+            out += [f"- {reason}  \n  in: " + ", ".join(f"`{w}`" for w in where)
+                    for reason, where in sorted(form["reasons"].items(),
+                                                key=lambda kv: (-len(kv[1]), kv[0]))]
+            out.append("")
+    if any(peer_errors.values()):
+        out += ["### Peer failures on the converted fixtures", "",
+                "Names and shapes left out, by form.", "",
+                *reason_table("peer: failure", peer_errors), ""]
+    out += [
+        "### Converted files ONNX Runtime refuses",
+        "",
+        f"{sum(f['refused'] for f in forms.values())} of {len(converted.fixtures())} converted "
+        "files (`tests/models/converted.json`, which the suite holds exact): ONNX Runtime's "
+        "reason, names and shapes left out, by form. The ONNX reference evaluator runs some of "
+        "them in its stead; the others the converter wrote with type errors it meets too.",
+        "",
+        *reason_table("ONNX Runtime refuses it", refusals),
+        "",
+        *reason_table("the ONNX reference evaluator", reference),
+        "",
+        "### bfloat16",
+        "",
+        "The converters above write float16 only. The bfloat16 fixtures are the exporter's own "
+        "(dtype `bfloat16` in the manifest) and stand in the per-set tables above: " +
+        ", ".join(bf16) + ". ONNX Runtime's CPU provider has no bfloat16 kernels for most ops, "
+        "so the ONNX reference evaluator runs them (against a float32 twin), the peers' results "
+        "too. `--target ort` leaves them unfused: com.microsoft MultiHeadAttention takes float32 "
+        f"or float16, not bfloat16, in ONNX Runtime {conformance.ort.__version__}'s schema (the "
+        "suite's); newer schemas also take bfloat16, which is why a peer may fuse them. Before "
+        "opset 23 there is no ai.onnx Attention to fuse into.",
+    ]
+    return out
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -50,6 +239,7 @@ def main() -> int:
     # One table per version set (tests/models/<set>/, each fixture's "set" and "versions").
     sets: dict[str, dict] = {}
     reasons = {}
+    bf16 = []
     with tempfile.TemporaryDirectory() as work:
         for fixture in conformance.fixtures():
             stem = fixture["file"].removesuffix(".onnx")
@@ -74,6 +264,10 @@ def main() -> int:
                     for r in result.reasons:
                         reasons.setdefault(r, set()).add(f"{stem} ({target})")
             totals["blocks"] += fixture["blocks"]
+            if fixture["dtype"] == "bfloat16":
+                bf16.append(f"`{stem}` (`--target ort` {cells['ort']}" + (
+                    f", `--target onnx` {cells['onnx']})" if "onnx" in
+                    conformance.targets_of(fixture) else ")"))
             peer_results = peers["results"].get(stem, {})
             for p in PEER_NAMES:
                 r = peer_results.get(p)
@@ -84,6 +278,7 @@ def main() -> int:
                                  f"{cells['onnx']} | " +
                                  " | ".join(peer_cell(peer_results.get(p), fixture["blocks"])
                                             for p in PEER_NAMES) + " |")
+        precision_lines = precision(cli, peers, pathlib.Path(work), bf16)
     peer_versions = ", ".join(f"{k} {v}" for k, v in peers["versions"].items()) or "not run"
     overall = {k: sum(g["totals"][k] for g in sets.values()) for k in ("blocks", "ort", "onnx",
                                                                         "onnx_blocks")}
@@ -102,7 +297,8 @@ def main() -> int:
         "parity on random inputs for every cell).",
         "",
         f"Peers: {peer_versions}. One table per version set, the versions the fixtures were "
-        "exported with.",
+        "exported with; then the same for the float16 models converters make from the newest "
+        "set's float32 ones (Precision), with their accuracy against the float32 original.",
         "",
         f"All sets: fusekit `--target ort` {overall['ort']}/{overall['blocks']}, `--target onnx` "
         f"{overall['onnx']}/{overall['onnx_blocks']}; " +
@@ -138,6 +334,7 @@ def main() -> int:
         out.append("Every block fused.")
     for reason, where in sorted(reasons.items(), key=lambda kv: (-len(kv[1]), kv[0])):
         out.append(f"- {reason}  \n  in: " + ", ".join(f"`{w}`" for w in sorted(where)))
+    out += ["", *precision_lines]
     facts = [facts_vs_ssi.compare(cli, conformance.MODELS / f["file"])
              for f in conformance.fixtures()]
     out += [
@@ -163,8 +360,9 @@ def main() -> int:
                 for fixture, why in s["not_exported"].items()]
     if left_out:
         out += ["", "## Exports left out", "", *left_out]
+    manifest_stems = {f["file"].removesuffix(".onnx") for f in conformance.fixtures()}
     errors = [(stem, p, r) for stem, rs in peers["results"].items() for p, r in rs.items()
-              if r.get("error")]
+              if r.get("error") and stem in manifest_stems]
     if errors:
         out += ["", "## Peer failures", ""]
         out += [f"- {PEER_NAMES[p]} on `{stem}`: {r['error']}" for stem, p, r in errors]
