@@ -1,5 +1,5 @@
 // Twenty patterns of the kind the rule library needs, in one translation unit: this file is where
-// the DSL's compile time is measured (see README), and each pattern is run over the sample DiT
+// the DSL's compile time is measured (see benchmarks/RESULTS.md), and each pattern is run over the sample DiT
 // trunk, where the counts of what it finds are known.
 #include <gtest/gtest.h>
 

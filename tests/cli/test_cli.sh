@@ -210,8 +210,8 @@ check "a failed write leaves no report" \
   test "$(exit_code "$fusekit" fuse "$sample" -o missing_dir/out.onnx --report lone.json)" = 1
 check "a failed write: no report" test ! -e lone.json
 
-# Every row of the README's bad-input table: the exit code, the exact first line on stderr, one
-# line only for exit 1, and nothing written (no model, no report, no temporary file).
+# Every row of the bad-input table in examples/cli/README.md: the exit code, the exact first
+# line on stderr, one line only for exit 1, and nothing written (no model, no report, no temporary file).
 "$python" - <<'PY'
 import onnx
 from onnx import TensorProto as T, helper
