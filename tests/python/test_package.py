@@ -179,6 +179,11 @@ def test_runtime_parity_of_a_fused_fixture(tmp_path):
     conformance.compare(fixture, tmp_path / "fused.onnx")
 
 
+def weights(model: onnx.ModelProto) -> dict:
+    # By value: a tensor onnx.load read from external data says data_location=DEFAULT explicitly.
+    return {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in model.graph.initializer}
+
+
 def test_external_data_round_trip(tmp_path):
     source_dir, out_dir = tmp_path / "in", tmp_path / "out"
     source_dir.mkdir()
@@ -188,14 +193,17 @@ def test_external_data_round_trip(tmp_path):
     onnx.save_model(model, source_dir / "model.onnx", save_as_external_data=True,
                     all_tensors_to_one_file=True, location="model.onnx.data", size_threshold=0)
     assert (source_dir / "model.onnx.data").exists()
+    # A path comes back as onnx.load reads one: the weights loaded from beside the file.
+    from_path, _ = fusekit.fuse(source_dir / "model.onnx")
+    assert from_path.graph.node == reference.graph.node
+    assert weights(from_path) == weights(reference)
     report = fusekit.fuse_file(source_dir / "model.onnx", out_dir / "fused.onnx")
     assert report["added"]["MultiHeadAttention"] == 2
     assert (out_dir / "fused.onnx.data").exists(), sorted(os.listdir(out_dir))
     # The copy reads its weights from its own directory: the source may go.
     shutil.rmtree(source_dir)
     fused = onnx.load(out_dir / "fused.onnx")  # loads the external data
-    assert {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in fused.graph.initializer} == \
-        {t.name: onnx.numpy_helper.to_array(t).tobytes() for t in reference.graph.initializer}
+    assert weights(fused) == weights(reference)
     # ONNX Runtime reads no external data before shape inference (a Reshape's shape among them,
     # size_threshold=0): it runs the model as onnx.load read it from the files fusekit wrote.
     session = ort.InferenceSession(fused.SerializeToString(), providers=["CPUExecutionProvider"])
