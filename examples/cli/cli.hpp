@@ -252,7 +252,7 @@ inline bool is_identifier(std::string_view name) {
 // a size no dim_param names. Names sympy cannot read are written as they are and collected in
 // `unreadable`, so that the user hears of them once.
 inline std::optional<std::string> sympy_text(const fusekit::facts& f, const fusekit::sym& s,
-                                      std::set<std::string>& unreadable) {
+                                             std::set<std::string>& unreadable) {
   if (!s.known()) return std::nullopt;
   if (const auto c = s.constant()) return std::to_string(*c);
   const auto terms = s.terms();
@@ -298,14 +298,14 @@ inline std::string real_text(double x) {
 
 // A dim or an integer element: a number, a sympy expression, or null.
 inline nlohmann::ordered_json sym_json(const fusekit::facts& f, const fusekit::sym& d,
-                                std::set<std::string>& unreadable) {
+                                       std::set<std::string>& unreadable) {
   if (const auto c = d.constant()) return *c;
   if (auto text = sympy_text(f, d, unreadable)) return std::move(*text);
   return nullptr;
 }
 
 inline nlohmann::ordered_json dims_json(const fusekit::facts& f, fusekit::value_id v,
-                                 std::set<std::string>& unreadable) {
+                                        std::set<std::string>& unreadable) {
   const fusekit::shape_fact& s = f.shape(v);
   if (!s.known) return nullptr;
   nlohmann::ordered_json dims = nlohmann::ordered_json::array();
@@ -314,7 +314,7 @@ inline nlohmann::ordered_json dims_json(const fusekit::facts& f, fusekit::value_
 }
 
 inline nlohmann::ordered_json content_json(const fusekit::facts& f, const fusekit::content_fact& c,
-                                    std::set<std::string>& unreadable) {
+                                           std::set<std::string>& unreadable) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   if (c.real) {
     for (double x : c.reals) {
@@ -349,9 +349,11 @@ inline std::string unique_key(std::set<std::string>& taken, const std::string& k
 }
 
 // Every value of the model and of its subgraphs (keyed GRAPH/VALUE, GRAPH the body's name, or its
-// node's and attribute's where it has none), each line or JSON entry written as it comes: an
-// ordered JSON object would search its keys on every insertion.
-inline int inspect_shapes(const arguments& a, const fusekit::model& m) {
+// node's and attribute's where it has none), each line or JSON entry written to `out` as it
+// comes: an ordered JSON object would search its keys on every insertion. `warn` gets the
+// dim_params sympy cannot read.
+inline int inspect_shapes(const arguments& a, const fusekit::model& m,
+                          std::ostream& out = std::cout, std::ostream& warn = std::cerr) {
   const fusekit::graph main_graph(m);
   struct scope {
     const fusekit::graph* g;
@@ -361,7 +363,7 @@ inline int inspect_shapes(const arguments& a, const fusekit::model& m) {
   // A main-graph value may be named like a subgraph's key ("body/x"): a repeated key gets "#2".
   std::set<std::string> labels, keys, unreadable;
   bool first = true;
-  if (a.json) std::cout << "{";
+  if (a.json) out << "{";
   for (std::size_t i = 0; i < graphs.size(); ++i) {
     const fusekit::graph& g = *graphs[i].g;
     const std::string prefix = graphs[i].prefix;  // graphs may grow below
@@ -380,25 +382,24 @@ inline int inspect_shapes(const arguments& a, const fusekit::model& m) {
       const std::string_view type = fusekit::dtype_name(g.type(v));
       const fusekit::content_fact& c = f.content(v);
       if (!a.json) {
-        std::cout << name << ": " << type << " " << f.shape_text(v);
-        if (c.known) std::cout << " = " << content_text(f, c);
-        std::cout << "\n";
+        out << name << ": " << type << " " << f.shape_text(v);
+        if (c.known) out << " = " << content_text(f, c);
+        out << "\n";
         continue;
       }
       nlohmann::ordered_json entry = {{"dtype", type}, {"dims", dims_json(f, v, unreadable)}};
       if (c.known) entry["value"] = content_json(f, c, unreadable);
-      std::cout << (first ? "\n" : ",\n") << nlohmann::ordered_json(name).dump() << ": "
-                << entry.dump();
+      out << (first ? "\n" : ",\n") << nlohmann::ordered_json(name).dump() << ": " << entry.dump();
       first = false;
     }
     if (!a.json)
       for (const std::string& line : f.contradictions())
-        std::cout << prefix << "contradiction: " << line << "\n";
+        out << prefix << "contradiction: " << line << "\n";
   }
-  if (a.json) std::cout << "\n}\n";
+  if (a.json) out << "\n}\n";
   for (const std::string& name : unreadable)
-    std::cerr << "fusekit: dim_param '" << name
-              << "' is not an identifier: sympy cannot read the dims that name it\n";
+    warn << "fusekit: dim_param '" << name
+         << "' is not an identifier: sympy cannot read the dims that name it\n";
   return 0;
 }
 
@@ -467,7 +468,7 @@ inline std::string dot_quote(const std::string& s) {
 
 // The nodes within `radius` edges of `center`, drawn with the explanation's colours.
 inline std::string dot_picture(const fusekit::graph& g, fusekit::node_id center,
-                        const std::set<std::string>& matched, const std::string& failing) {
+                               const std::set<std::string>& matched, const std::string& failing) {
   std::set<fusekit::node_id> near{center};
   for (int step = 0; step < 4; ++step) {
     std::set<fusekit::node_id> next = near;

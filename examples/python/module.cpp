@@ -11,6 +11,7 @@
 #include <iostream>
 #include <new>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -95,13 +96,24 @@ std::string inspection_json(const fusekit::model& m, const fusekit::cli::detail:
     opsets[o.domain().empty() ? "ai.onnx" : o.domain()] = o.version();
   nlohmann::json rules = nlohmann::json::array();
   for (std::string_view name : fusekit::rules::names()) rules.push_back(std::string(name));
+  // The facts of every value, as `inspect --shapes --json` gives them: function calls inlined
+  // first, since a body has facts only where it is called.
+  fusekit::model inlined = m;
+  fusekit::rewrite::name_pool names(inlined.proto);
+  fusekit::rewrite::inline_functions(inlined.proto, names,
+                                     [](const onnx::NodeProto&) { return true; });
+  auto as_json = a;
+  as_json.json = true;
+  std::ostringstream shapes, unreadable_dims;
+  fusekit::cli::detail::inspect_shapes(as_json, inlined, shapes, unreadable_dims);
   const nlohmann::json out{{"ir_version", m.proto.ir_version()},
                            {"opsets", std::move(opsets)},
                            {"ops", found.ops},
                            {"value_dtypes", found.dtypes},
                            {"attention_blocks", found.softmaxes},
                            {"rules", std::move(rules)},
-                           {"report", found.report.to_json()}};
+                           {"report", found.report.to_json()},
+                           {"shapes", nlohmann::json::parse(shapes.str())}};
   return out.dump();
 }
 
@@ -114,9 +126,8 @@ NB_MODULE(_core, m) {
 
   m.def(
       "fuse_bytes",
-      [](nb::bytes model, const std::string& target,
-         std::optional<std::vector<std::string>> rules, std::optional<long long> num_heads,
-         bool explain) {
+      [](nb::bytes model, const std::string& target, std::optional<std::vector<std::string>> rules,
+         std::optional<long long> num_heads, bool explain) {
         return guarded([&] {
           const auto a = arguments_of("fuse", target, rules, num_heads, explain);
           fusekit::model parsed;
@@ -170,8 +181,8 @@ NB_MODULE(_core, m) {
 
   m.def(
       "inspect_bytes",
-      [](nb::bytes model, const std::string& target,
-         std::optional<std::vector<std::string>> rules, std::optional<long long> num_heads) {
+      [](nb::bytes model, const std::string& target, std::optional<std::vector<std::string>> rules,
+         std::optional<long long> num_heads) {
         return guarded([&] {
           const auto a = arguments_of("inspect", target, rules, num_heads, false);
           fusekit::model parsed;

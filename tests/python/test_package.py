@@ -164,6 +164,11 @@ def test_inspect():
     assert f"attention-like blocks (Softmax nodes): {len(found['attention_blocks'])}" in text
     for op, n in found["ops"].items():
         assert f" {op} {n};" in text
+    # The facts, as `inspect --shapes --json` gives them.
+    assert found["shapes"] == json.loads(run_cli("inspect", SAMPLE, "--shapes", "--json").stdout)
+    for given in onnx.load(SAMPLE).graph.input:
+        expected = onnx.helper.tensor_dtype_to_np_dtype(given.type.tensor_type.elem_type).name
+        assert found["shapes"][given.name]["dtype"] == expected
 
 
 def test_runtime_parity_of_a_fused_fixture(tmp_path):

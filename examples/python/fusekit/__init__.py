@@ -160,7 +160,9 @@ def inspect(
     version); ``ops`` (``"domain.Op"`` or ``"Op"`` to count, over every graph); ``value_dtypes``
     (dtype name to count of values); ``attention_blocks`` (the Softmax nodes, where attention
     blocks are, fused or not); ``rules`` (every rule's name); ``report`` (what a fuse with these
-    options would report; the model is not changed). Raises :class:`fusekit.Error`.
+    options would report; the model is not changed); ``shapes`` (every value's facts, as
+    ``fusekit inspect --shapes --json`` writes them: ``{"dtype", "dims", "value"}`` by value
+    name). Raises :class:`fusekit.Error`.
     """
     args = (target, _rules(rules), _num_heads(num_heads))
     if isinstance(model, (bytes, bytearray, memoryview)):
