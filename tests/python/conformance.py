@@ -252,7 +252,7 @@ def compare(fixture: dict, fused_path: pathlib.Path, seeds=(0, 1),
                 assert error <= FP32_RELATIVE * max(magnitude, 1.0), (
                     f"{where}: fused differs by {error:.3g} (magnitude {magnitude:.3g})")
     if converted_from:
-        mean, _ = accuracy(fixture, source, fused_path)
+        mean, _ = accuracy(fixture, source, fused_path, reference=twin)
         assert mean <= ACCURACY, (f"{fixture['file']}: the fused model's mean error against "
                                   f"{converted_from['file']} is {mean:.3f} times the converted "
                                   f"one's")
@@ -266,11 +266,13 @@ ACCURACY = 1.05
 ACCURACY_SEEDS = 16
 
 
-def accuracy(fixture: dict, source: pathlib.Path, fused_path: pathlib.Path) -> tuple[float, float]:
+def accuracy(fixture: dict, source: pathlib.Path, fused_path: pathlib.Path,
+             reference: ort.InferenceSession | None = None) -> tuple[float, float]:
     """(mean, max) absolute error of the fused model against the float32 model the fixture was
-    converted from, each divided by the converted model's; both run as written (no ONNX Runtime
-    optimisations), so that only the fusion differs."""
-    reference = session(MODELS / fixture["converted_from"]["file"], optimize=False)
+    converted from (`reference`, its session where the caller has one), each divided by the
+    converted model's; both run as written (no ONNX Runtime optimisations), so that only the
+    fusion differs."""
+    reference = reference or session(MODELS / fixture["converted_from"]["file"], optimize=False)
     if by_reference(fixture):
         original, fused = reference_runs(source)[1], reference_runs(fused_path)[1]
     else:

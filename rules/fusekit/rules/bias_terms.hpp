@@ -130,7 +130,7 @@ rewrite::verdict packed_refused(const graph& g, const M& m) {
   using rewrite::verdict;
   if (!packed(g, m)) return verdict::yes();
   const facts& f = facts_of(g);
-  const value_id folded = get<"q">(m), kt = key_transposed(g, m), v = values(g, m);
+  const value_id folded = get<"q">(m), kt = key_transposed(m), v = values(g, m);
   if (f.rank(kt) != 4u || f.rank(v) != 4u || f.same_dim(folded, 1, kt, 1) != truth::yes ||
       f.same_dim(folded, 1, v, 1) != truth::yes)
     return verdict::no("q's heads are folded into its query axis as " + f.shape_text(folded) +
@@ -174,7 +174,7 @@ template <class M>
 fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   const facts& f = facts_of(g);
   fused::attention_call c{
-      .q = query(g, m), .kt = key_transposed(g, m), .v = values(g, m), .scale = scale_of(g, m)};
+      .q = query(g, m), .kt = key_transposed(m), .v = values(g, m), .scale = scale_of(g, m)};
   if (has<"k_view">(m)) c.kt = get<"k_bnsh">(m), c.key_axis = 2;
   if (has<"k_merged">(m)) c.kt = unmerged(g, get<"k_merged">(m)), c.key_axis = 2;
   c.heads_paired = packed(g, m);

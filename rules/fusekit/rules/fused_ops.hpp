@@ -95,16 +95,21 @@ inline bool holds_exactly(dtype wide, dtype narrow) {
   if (wide == dtype::float64) return half || narrow == dtype::float32;
   return false;
 }
-// The one of `types` that holds all the others exactly; undefined where there is none (float16
-// and bfloat16: each has values the other lacks).
+// Widens `t`, the widest type so far (undefined: none yet), to hold `x` as well: false where
+// neither holds the other (float16 and bfloat16: each has values the other lacks).
+inline bool widen_to_hold(dtype& t, dtype x) {
+  if (t == dtype::undefined || holds_exactly(x, t))
+    t = x;
+  else if (!holds_exactly(t, x))
+    return false;
+  return true;
+}
+// The one of `types` that holds all the others exactly; undefined where there is none, or where
+// one of them is unknown.
 inline dtype widest_type(std::initializer_list<dtype> types) {
-  dtype out = *types.begin();
-  for (dtype t : types) {
-    if (holds_exactly(t, out))
-      out = t;
-    else if (!holds_exactly(out, t))
-      return dtype::undefined;
-  }
+  dtype out = dtype::undefined;
+  for (dtype t : types)
+    if (t == dtype::undefined || !widen_to_hold(out, t)) return dtype::undefined;
   return out;
 }
 
@@ -116,14 +121,8 @@ inline bool narrows(dtype from, dtype to) { return !holds_exactly(to, from); }
 inline dtype compute_type(const graph& g, std::initializer_list<node_id> products) {
   dtype t = dtype::undefined;
   for (node_id n : products)
-    for (value_id x : g.inputs(n)) {
-      const dtype own = g.type(x);
-      if (own == dtype::undefined) continue;
-      if (t == dtype::undefined || holds_exactly(own, t))
-        t = own;
-      else if (!holds_exactly(t, own))
-        return dtype::undefined;
-    }
+    for (value_id x : g.inputs(n))
+      if (g.type(x) != dtype::undefined && !widen_to_hold(t, g.type(x))) return dtype::undefined;
   return t;
 }
 

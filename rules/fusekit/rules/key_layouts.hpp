@@ -124,7 +124,7 @@ inline constexpr auto k_transposed = capture<"kt_value">(any_of(
 
 // kᵀ as the QKᵀ MatMul reads it, before a scale factor and the block's Casts.
 template <class M>
-value_id key_transposed(const graph&, const M& m) {
+value_id key_transposed(const M& m) {
   return get<"kt_value">(m);
 }
 
@@ -145,7 +145,7 @@ std::string key_bnsh(const graph& g, const M& m, rewrite::emitter& e) {
   if (has<"k_bsnh">(m))
     return e.op("Transpose", {e.value(get<"k_bsnh">(m))},
                 {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
-  return e.op("Transpose", {e.value(key_transposed(g, m))},
+  return e.op("Transpose", {e.value(key_transposed(m))},
               {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
 }
 

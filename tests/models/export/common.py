@@ -35,7 +35,7 @@ TOLERANCE = {"float32": (1e-3, 1e-4), "float16": (3e-2, 3e-2), "bfloat16": (1e-1
 
 # Block counting is the conformance suite's, so an export and the suite agree on what a block is.
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "python"))
-from conformance import FUSED_OPS, attention_blocks, bfloat16_runs  # noqa: E402
+from conformance import FUSED_OPS, attention_blocks, reference_runs  # noqa: E402
 
 
 # The exporters every family of the held-out set is made with: tag → (exporter, opset).
@@ -245,7 +245,7 @@ def _session(path: pathlib.Path) -> ort.InferenceSession:
 
 class _Reference:
     """ONNX Runtime's session calls (get_inputs, get_outputs, run) on the ONNX reference evaluator
-    as the conformance suite runs bfloat16 models (conformance.bfloat16_runs), for the bfloat16
+    as the conformance suite runs bfloat16 models (conformance.reference_runs), for the bfloat16
     exports: ONNX Runtime's CPU provider has no bfloat16 MatMul, Softmax or most other kernels."""
 
     class _Named:
@@ -256,7 +256,7 @@ class _Reference:
         graph = onnx.load(str(path)).graph
         weights = {t.name for t in graph.initializer}
         self.input_names = [i.name for i in graph.input if i.name not in weights]
-        self.output_names, self.run = bfloat16_runs(path)
+        self.output_names, self.run = reference_runs(path)
 
     def get_inputs(self):
         return [self._Named(n) for n in self.input_names]

@@ -273,28 +273,19 @@ FIXTURES.update(common.fp32_matrix([f"{stem}_decode" for stem in FAMILIES], _exp
                                    "stem"))
 
 
-# float16 forms of two families, prefill and decode step: half-precision graphs insert their own
-# casts (masks' finfo(float16).min, RMSNorm's float32 upcast) around the attention.
-HALF_STEMS = ("llama", "gpt2_sdpa")
-for _stem in HALF_STEMS:
-    for _tag, (_exporter, _opset) in common.HELDOUT_EXPORTERS.items():
-        FIXTURES[f"{_stem}.{_tag}.fp16"] = functools.partial(
-            _export, stem=_stem, exporter=_exporter, opset=_opset, dtype="float16")
-        FIXTURES[f"{_stem}_decode.{_tag}.fp16"] = functools.partial(
-            _export_decode, stem=f"{_stem}_decode", exporter=_exporter, opset=_opset,
-            dtype="float16")
-
-
-# bfloat16 forms of LLaMA, prefill and decode step: ONNX Runtime's CPU provider has no bfloat16
-# kernels, so the export check and the conformance suite run them in the ONNX reference evaluator.
-# The TorchScript exports fail (torch 2.15.0, transformers 5.24.0: "ScalarType ComplexDouble is
-# an unexpected tensor scalar type", raised by _export_onnx after the constant-folding pass; with
-# do_constant_folding=False the graph exports): listed in the manifest's not_exported.
-BF16_STEMS = ("llama",)
-for _stem in BF16_STEMS:
-    for _tag, (_exporter, _opset) in common.HELDOUT_EXPORTERS.items():
-        FIXTURES[f"{_stem}.{_tag}.bf16"] = functools.partial(
-            _export, stem=_stem, exporter=_exporter, opset=_opset, dtype="bfloat16")
-        FIXTURES[f"{_stem}_decode.{_tag}.bf16"] = functools.partial(
-            _export_decode, stem=f"{_stem}_decode", exporter=_exporter, opset=_opset,
-            dtype="bfloat16")
+# Half-precision forms, prefill and decode step: float16 of two families (half-precision graphs
+# insert their own casts, masks' finfo(float16).min and RMSNorm's float32 upcast, around the
+# attention) and bfloat16 of LLaMA (ONNX Runtime's CPU provider has no bfloat16 kernels, so the
+# export check and the conformance suite run it in the ONNX reference evaluator). LLaMA's
+# TorchScript bfloat16 exports fail (torch 2.15.0, transformers 5.24.0: "ScalarType ComplexDouble
+# is an unexpected tensor scalar type", raised by _export_onnx after the constant-folding pass;
+# with do_constant_folding=False the graph exports): listed in the manifest's not_exported.
+HALF_FORMS = {"fp16": ("float16", ("llama", "gpt2_sdpa")), "bf16": ("bfloat16", ("llama",))}
+for _suffix, (_dtype, _stems) in HALF_FORMS.items():
+    for _stem in _stems:
+        for _tag, (_exporter, _opset) in common.HELDOUT_EXPORTERS.items():
+            FIXTURES[f"{_stem}.{_tag}.{_suffix}"] = functools.partial(
+                _export, stem=_stem, exporter=_exporter, opset=_opset, dtype=_dtype)
+            FIXTURES[f"{_stem}_decode.{_tag}.{_suffix}"] = functools.partial(
+                _export_decode, stem=f"{_stem}_decode", exporter=_exporter, opset=_opset,
+                dtype=_dtype)
