@@ -1,13 +1,17 @@
-// flash_bench [--quick]: the tiled kernel against the unfused sequence a runtime runs without
-// the fused op (cuBLAS GEMM → Cast → Mul → Softmax → Cast → cuBLAS GEMM), fp16, timed with CUDA
-// events, at F5-TTS and SD3 shapes and at the long sequences FlashAttention-2 reports.
+// flash_bench [--quick] [--tsv FILE] [--shapes]: the tiled kernel against the unfused sequence a
+// runtime runs without the fused op (cuBLAS GEMM → Cast → Mul → Softmax → Cast → cuBLAS GEMM),
+// fp16, timed with CUDA events, at F5-TTS and SD3 shapes and at the long sequences
+// FlashAttention-2 reports. --tsv also writes the figures as tab-separated rows (what
+// gpu_check.sh tables); --shapes only lists the shapes, so that other timings use the same ones.
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <functional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -48,14 +52,25 @@ double time_ms(const std::function<void()>& f, int iterations) {
   return ms / iterations;
 }
 
-void bench(const shape& s, cublasHandle_t blas, int iterations) {
+// Random inputs: a GPU draws less power on zeros, and runs faster.
+std::vector<float> random_values(std::size_t count, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> out(count);
+  for (float& x : out) x = normal(rng);
+  return out;
+}
+
+struct figures {
+  double fused_ms, tflops, unfused_ms;
+};
+
+figures bench(const shape& s, cublasHandle_t blas, int iterations) {
   const std::size_t heads = std::size_t(s.batch) * s.heads;
   const std::size_t qkv = heads * s.seq * s.dim, scores = heads * s.seq * s.seq;
-  device_tensor q(flash::element::f16, qkv), k(flash::element::f16, qkv),
-      v(flash::element::f16, qkv), o(flash::element::f16, qkv);
-  check(cudaMemset(q.data(), 0, qkv * 2), "memset");
-  check(cudaMemset(k.data(), 0, qkv * 2), "memset");
-  check(cudaMemset(v.data(), 0, qkv * 2), "memset");
+  device_tensor q(flash::element::f16, random_values(qkv, 1)),
+      k(flash::element::f16, random_values(qkv, 2)), v(flash::element::f16, random_values(qkv, 3)),
+      o(flash::element::f16, qkv);
 
   const flash::strides packed = flash::bnsh(s.heads, s.seq, s.dim);
   const flash::problem p{.type = flash::element::f16,
@@ -104,32 +119,62 @@ void bench(const shape& s, cublasHandle_t blas, int iterations) {
   const double flops = 4.0 * double(heads) * s.seq * s.seq * s.dim;
   std::printf("%-28s fused %8.3f ms (%6.1f TFLOP/s)   unfused %8.3f ms   speed-up %5.2f×\n", s.name,
               fused, flops / fused / 1e9, separate, separate / fused);
+  return {fused, flops / fused / 1e9, separate};
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
-    const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-    cublasHandle_t blas;
-    check_blas(cublasCreate(&blas), "cublasCreate");
+    bool quick = false, list = false;
+    std::string tsv;
+    for (int i = 1; i < argc; ++i) {
+      const std::string arg = argv[i];
+      if (arg == "--quick") {
+        quick = true;
+      } else if (arg == "--shapes") {
+        list = true;
+      } else if (arg == "--tsv" && i + 1 < argc) {
+        tsv = argv[++i];
+      } else {
+        throw std::runtime_error("usage: flash_bench [--quick] [--tsv FILE] [--shapes]");
+      }
+    }
     std::vector<shape> shapes = {
         {"F5-TTS B2 N16 S256 H64", 2, 16, 256, 64, 100.f, true},
         {"F5-TTS B2 N16 S1024 H64", 2, 16, 1024, 64, 100.f, true},
         {"SD3 B2 N24 S4096 H64", 2, 24, 4096, 64, 0.125f, false},
     };
+    std::vector<std::string> names;  // owns the FA2 shapes' names
+    names.reserve(6);
     if (!quick)
       for (int seq : {2048, 4096, 8192}) {
         // FlashAttention-2's forward benchmark: 16k tokens per batch, hidden 2048.
-        static std::vector<std::string> names;
         names.push_back("FA2 H128 S" + std::to_string(seq));
         shapes.push_back({names.back().c_str(), 16384 / seq, 16, seq, 128, 0.088388f, false});
         names.push_back("FA2 H64 S" + std::to_string(seq));
         shapes.push_back({names.back().c_str(), 16384 / seq, 32, seq, 64, 0.125f, false});
       }
-    for (const shape& s : shapes) bench(s, blas, quick ? 5 : 30);
+    if (list) {
+      std::printf("shape\tbatch\theads\tseq\thead_dim\tscale\tk_bnhs\n");
+      for (const shape& s : shapes)
+        std::printf("%s\t%d\t%d\t%d\t%d\t%.9g\t%d\n", s.name, s.batch, s.heads, s.seq, s.dim,
+                    double(s.scale), int(s.k_transposed));
+      return 0;
+    }
+    cublasHandle_t blas;
+    check_blas(cublasCreate(&blas), "cublasCreate");
+    std::vector<figures> measured;
+    for (const shape& s : shapes) measured.push_back(bench(s, blas, quick ? 5 : 30));
     cublasDestroy(blas);
-    std::printf("cuDNN fused attention: not compared by this sample yet\n");
+    if (!tsv.empty()) {
+      std::ofstream rows(tsv);
+      rows << "shape\tfused_ms\tfused_tflops\tunfused_ms\n";
+      for (std::size_t i = 0; i < shapes.size(); ++i)
+        rows << shapes[i].name << '\t' << measured[i].fused_ms << '\t' << measured[i].tflops << '\t'
+             << measured[i].unfused_ms << '\n';
+      if (!rows) throw std::runtime_error("cannot write " + tsv);
+    }
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "flash_bench: %s\n", e.what());
