@@ -91,20 +91,23 @@ step() {
 }
 
 # flash_driver on every test model: a node that runs must match the reference; a model with no
-# fused node, or none this backend takes, is listed, not failed.
+# fused node, or none this backend takes, is listed, not failed. The log ends with a summary.
 drive_models() {
-  local model target out status bad=0
+  local model target out status bad=0 all=""
   for model in "$root"/tests/models/*/*.onnx; do
     for target in ort onnx; do
       out=$("$programs/flash_driver" "$model" --fuse "$target" 2>&1)
       status=$?
-      printf '%s --fuse %s: %s\n' "${model#"$root"/}" "$target" "$(tail -1 <<<"$out")"
+      printf '== %s --fuse %s (exit %d)\n%s\n' "${model#"$root"/}" "$target" "$status" "$out"
+      all+=$out$'\n'
       if grep -q "FAILED" <<<"$out" || { ((status == 1)) && ! grep -q " fused nodes run, 0 failed$" <<<"$out"; }; then
-        printf '%s\n' "$out"
         bad=1
       fi
     done
   done
+  echo "== summary: $(grep -c ': ok$' <<<"$all") fused nodes matched the reference," \
+    "$(grep -c ': FAILED$' <<<"$all") failed; nodes this backend does not take, by reason:"
+  grep -o 'not run: .*' <<<"$all" | sort | uniq -c | sort -rn
   return $bad
 }
 
@@ -130,7 +133,7 @@ fi
   echo "Written by examples/cuda/gpu_check.sh on $(date -u '+%Y-%m-%d %H:%M UTC')."
   echo
   echo "- GPU: $gpu (compute capability $capability, driver $driver)"
-  echo "- commit: $(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo "not a git checkout")"
+  echo "- kernel sources (sha256 of examples/cuda/flash and src): $(cat "$root"/examples/cuda/flash/* "$root"/examples/cuda/src/* | sha256sum | cut -c1-16)"
   echo "- $(nvidia-smi | grep -o 'CUDA Version: [0-9.]*' | head -1) (the driver's)"
   echo
   echo "| step | result | seconds |"
