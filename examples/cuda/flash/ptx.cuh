@@ -1,4 +1,5 @@
-// The few PTX instructions the tiled kernel is built from (SM80+).
+// The few PTX instructions the tiled kernel is built from (SM80+), for nvcc; flash/device.cuh
+// includes it, and gives a host compiler the emulator's versions instead.
 #pragma once
 
 #include <cuda_bf16.h>

@@ -2,13 +2,9 @@
 // size up to 256. It runs fp32 models, and f16/bf16 problems the tiled kernel does not take.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-
 #include "flash/choice.hpp"
+#include "flash/device.cuh"
 #include "flash/kernel_args.hpp"
-#include "flash/ptx.cuh"
 #include "flash/schedule.hpp"
 #include "flash/softmax.hpp"
 
@@ -48,7 +44,7 @@ __device__ __forceinline__ float warp_sum(float x) {
 template <class T>
 __global__ void __launch_bounds__(threads) forward(const kernel_args a) {
   constexpr int per_lane = simple_max_head_dim / 32;
-  __shared__ float q_rows[warps][simple_max_head_dim];
+  FLASH_SHARED(alignof(float), float[warps][simple_max_head_dim], q_rows);
   const problem& p = a.p;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int i = blockIdx.x * warps + warp, h = blockIdx.y, b = blockIdx.z;
@@ -103,7 +99,7 @@ template <class T>
 cudaError_t launch(const kernel_args& a, cudaStream_t stream) {
   const dim3 grid(unsigned((a.p.seq_q + warps - 1) / warps), unsigned(a.p.heads),
                   unsigned(a.p.batch));
-  forward<T><<<grid, threads, 0, stream>>>(a);
+  FLASH_LAUNCH(forward<T>, grid, threads, stream)(a);
   return cudaGetLastError();
 }
 

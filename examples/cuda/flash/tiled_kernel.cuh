@@ -9,13 +9,11 @@
 // reach the tensor cores through ldmatrix (.trans for V, and for K stored transposed).
 #pragma once
 
-#include <cuda_runtime.h>
-
 #include <cstdint>
 
+#include "flash/device.cuh"
 #include "flash/fragments.hpp"
 #include "flash/kernel_args.hpp"
-#include "flash/ptx.cuh"
 #include "flash/schedule.hpp"
 #include "flash/softmax.hpp"
 
@@ -87,7 +85,7 @@ __global__ void __launch_bounds__(threads, 2) forward(const kernel_args a) {
   constexpr frag::smem_tile q_tile{bm, Dim}, v_tile{bn, Dim};
   constexpr frag::smem_tile k_tile = k_rows ? frag::smem_tile{bn, Dim} : frag::smem_tile{Dim, bn};
   static_assert(shape.smem_bytes() <= smem_budget, "tiles exceed the shared-memory budget");
-  __shared__ alignas(128) unsigned char smem[shape.smem_bytes()];
+  FLASH_SHARED(128, unsigned char[shape.smem_bytes()], smem);
   const std::uint32_t sq = ptx::smem_address(smem);
   const std::uint32_t sk = sq + q_tile.bytes(), sv = sk + k_tile.bytes();
 
@@ -270,7 +268,7 @@ template <class T, int Dim, bool Causal, k_layout KLayout, int Slices>
 cudaError_t launch(const kernel_args& a, cudaStream_t stream) {
   constexpr int bm = tile_shape{Dim, Slices}.bm();
   const dim3 grid(unsigned((a.p.seq_q + bm - 1) / bm), unsigned(a.p.heads), unsigned(a.p.batch));
-  forward<T, Dim, Causal, KLayout, Slices><<<grid, threads, 0, stream>>>(a);
+  FLASH_LAUNCH((forward<T, Dim, Causal, KLayout, Slices>), grid, threads, stream)(a);
   return cudaGetLastError();
 }
 
