@@ -1,7 +1,8 @@
 // The SIMT emulator's specification: its warp-collective instructions against the PTX ISA's
-// fragment tables on known matrices, and the faults it must catch in small planted kernels (a
-// race, a missing cp.async wait, out-of-bounds accesses, divergent collectives, a deadlock).
-// Kernels here are written as CUDA and compiled, like the flash kernels, against the emulator.
+// fragment tables on known matrices, the faults it must catch in small planted kernels (races, a
+// missing cp.async wait, out-of-bounds accesses, divergent collectives), and the tiled kernel's
+// result under other thread schedules and ex2 errors. Kernels here are written as CUDA and
+// compiled, like the flash kernels, against the emulator.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,9 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "../tools/device_tensors.hpp"
 #include "emulator/instructions.hpp"
 #include "emulator/machine.hpp"
 #include "flash/device.cuh"
+#include "flash/launch.hpp"
+#include "flash/reference.hpp"
+#include "test_tensors.hpp"
 
 namespace flash::emulator {
 namespace {
@@ -388,6 +393,49 @@ TEST(Faults, WarpSplitBetweenABarrierAndACollective) {
   EXPECT_EQ(fault(),
             "divergent warp collective: block (0,0,0) thread 16 (warp 0, lane 16) reaches "
             "shfl.sync while lane 0 waits at __syncthreads");
+}
+
+// ---- the tiled kernel under the machine's freedoms ----
+
+struct kernel_run {
+  std::vector<float> out;
+  double error;
+};
+
+kernel_run run_tiled(const problem& p) {
+  const testing::inputs in = testing::random_inputs(p, 5);
+  tools::device_tensor q(p.type, in.q), k(p.type, in.k), v(p.type, in.v);
+  tools::device_tensor o(p.type, std::size_t(o_extent(p)));
+  const kernel_choice tiled{kernel_choice::kernel::tiled, 2, true, {}};
+  EXPECT_EQ(attention_forward(p, {q.data(), k.data(), v.data(), o.data()}, tiled, nullptr),
+            cudaSuccess)
+      << fault();
+  const std::vector<float> out = o.download();
+  return {out, testing::max_error(p, out, reference(p, in.q.data(), in.k.data(), in.v.data()))};
+}
+
+const problem kernel_case = testing::make_problem(element::f16, 1, 2, 2, 72, 136, 64, 100.f, true,
+                                                  testing::layout::bnhs_k);
+
+// Barriers, not the order threads happen to run in, decide the result: every schedule gives the
+// same bits.
+TEST(Kernels, TheSameOutputUnderEverySchedule) {
+  const kernel_run in_order = run_tiled(kernel_case);
+  EXPECT_LE(in_order.error, testing::tolerance(element::f16));
+  for (unsigned seed : {1u, 2u, 3u}) {
+    configuration().schedule_seed = seed;
+    EXPECT_EQ(run_tiled(kernel_case).out, in_order.out) << "schedule seed " << seed;
+  }
+  configuration().schedule_seed = 0;
+}
+
+// The kernel's tolerance holds when every ex2 errs by as much as the hardware's may.
+TEST(Kernels, WithinToleranceWhenEx2ErrsByItsBound) {
+  for (unsigned seed : {1u, 2u}) {
+    configuration().approximation_seed = seed;
+    EXPECT_LE(run_tiled(kernel_case).error, testing::tolerance(element::f16)) << seed;
+  }
+  configuration().approximation_seed = 0;
 }
 
 }  // namespace
