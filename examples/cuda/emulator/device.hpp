@@ -60,8 +60,8 @@ T __shfl_sync(unsigned mask, T value, int source_lane,
               std::source_location site = std::source_location::current()) {
   static_assert(sizeof(T) == 4, "32-bit shuffles only");
   return std::bit_cast<T>(flash::emulator::shuffle(flash::emulator::shuffle_mode::index, mask,
-                                                   std::bit_cast<std::uint32_t>(value),
-                                                   source_lane, site));
+                                                   std::bit_cast<std::uint32_t>(value), source_lane,
+                                                   site));
 }
 
 struct alignas(16) uint4 {
@@ -190,8 +190,8 @@ struct launcher {
   template <class... Arguments>
   FLASH_EMULATOR_UNCHECKED void operator()(Arguments&&... arguments) const {
     const bank parameters{kernel, {std::forward<Arguments>(arguments)...}};
-    const bool ok = run({grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, &invoke,
-                        &parameters, sizeof parameters);
+    const bool ok = run({grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, &invoke, &parameters,
+                        sizeof parameters);
     runtime::last_error() = ok ? cudaSuccess : cudaErrorLaunchFailure;
     if (!ok) runtime::sticky_error() = cudaErrorLaunchFailure;
   }
@@ -211,8 +211,7 @@ struct launcher {
 
 // Launches run to completion before the call returns, which every stream order allows.
 template <class... Parameters>
-launcher<Parameters...> launch(void (*kernel)(Parameters...), dim3 grid, dim3 block,
-                               cudaStream_t) {
+launcher<Parameters...> launch(void (*kernel)(Parameters...), dim3 grid, dim3 block, cudaStream_t) {
   return {kernel, grid, block};
 }
 
@@ -253,9 +252,9 @@ template <class T>
 void mma(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1,
          std::source_location site = std::source_location::current()) {
   const float c[4] = {d[0], d[1], d[2], d[3]};
-  emulator::mma_m16n8k16(std::is_same_v<T, __half> ? emulator::isa::input::f16
-                                                   : emulator::isa::input::bf16,
-                         d, a, b0, b1, c, site);
+  emulator::mma_m16n8k16(
+      std::is_same_v<T, __half> ? emulator::isa::input::f16 : emulator::isa::input::bf16, d, a, b0,
+      b1, c, site);
 }
 
 inline float ex2(float x) { return emulator::ex2_approx_ftz(x); }

@@ -104,9 +104,9 @@ struct machine {
   std::size_t parameter_bytes = 0;
   std::vector<thread> threads;
   int live = 0, at_barrier = 0, warps = 0;
-  std::vector<int> arrived;                   // per warp, lanes at a collective
-  std::vector<std::uint32_t> warp_sync;       // per warp, the epoch since its last __syncwarp
-  std::uint32_t epoch = 0;                    // grows at every barrier, never reused
+  std::vector<int> arrived;                    // per warp, lanes at a collective
+  std::vector<std::uint32_t> warp_sync;        // per warp, the epoch since its last __syncwarp
+  std::uint32_t epoch = 0;                     // grows at every barrier, never reused
   std::uint32_t block_start = 0, barrier = 0;  // the block's first epoch, and its current one
   thread* current = nullptr;
   ucontext_t scheduler;
@@ -121,7 +121,7 @@ struct machine {
   };
   std::vector<declaration> declarations;
   std::vector<write_record> writers;
-  std::vector<read_record> readers;  // [byte][warp]
+  std::vector<read_record> readers;   // [byte][warp]
   std::vector<std::int32_t> pending;  // thread + 1 of the cp.async in flight to the byte
 };
 
@@ -147,8 +147,8 @@ struct machine_code {
 std::string who(const thread& t) {
   const machine& s = m();
   char text[160];
-  std::snprintf(text, sizeof text, "block (%u,%u,%u) thread %d (warp %d, lane %d)",
-                s.block_index.x, s.block_index.y, s.block_index.z, t.index, t.warp, t.lane);
+  std::snprintf(text, sizeof text, "block (%u,%u,%u) thread %d (warp %d, lane %d)", s.block_index.x,
+                s.block_index.y, s.block_index.z, t.index, t.warp, t.lane);
   return text;
 }
 
@@ -186,16 +186,17 @@ void check_shared(thread& t, std::size_t offset, std::size_t bytes, bool write, 
   machine& s = m();
   if (offset + bytes > s.shared_used) {
     char text[200];
-    std::snprintf(text, sizeof text, ": %s of %zu bytes at shared offset %zu, outside the %zu "
-                  "bytes of shared memory the block declared", what, bytes, offset,
-                  s.shared_used);
+    std::snprintf(text, sizeof text,
+                  ": %s of %zu bytes at shared offset %zu, outside the %zu "
+                  "bytes of shared memory the block declared",
+                  what, bytes, offset, s.shared_used);
     fail("out-of-bounds shared access: " + who(t) + text);
   }
   for (std::size_t i = offset; i < offset + bytes; ++i) {
     if (s.pending[i] != 0) {
-      fail("read or write before cp.async.wait_group: " + who(t) + " " + what +
-           "s shared byte " + std::to_string(i) + ", which a cp.async of " +
-           thread_name(s.pending[i] - 1) + " has not yet landed");
+      fail("read or write before cp.async.wait_group: " + who(t) + " " + what + "s shared byte " +
+           std::to_string(i) + ", which a cp.async of " + thread_name(s.pending[i] - 1) +
+           " has not yet landed");
     }
     const write_record& w = s.writers[i];
     const bool written = w.thread >= 0 && w.barrier >= s.block_start;
@@ -222,9 +223,8 @@ void check_shared(thread& t, std::size_t offset, std::size_t bytes, bool write, 
         others &= ~(1u << t.lane);
       }
       if (others != 0)
-        fail("shared-memory race: " + who(t) + " " + what + "s shared byte " +
-             std::to_string(i) + ", which " +
-             thread_name(w2 * warp_lanes + std::countr_zero(others)) +
+        fail("shared-memory race: " + who(t) + " " + what + "s shared byte " + std::to_string(i) +
+             ", which " + thread_name(w2 * warp_lanes + std::countr_zero(others)) +
              " read with no barrier between");
     }
     if (record) s.writers[i] = {t.index, s.barrier, s.warp_sync[t.warp]};
@@ -236,7 +236,8 @@ void land(thread& t, const copy& c) {
   for (std::size_t i = c.dst; i < c.dst + 16u; ++i) s.pending[i] = 0;
   check_shared(t, c.dst, 16, true, true, "cp.async write");
   if (c.src_size > 0 && !in_allocation(c.src, c.src_size))
-    fail("out-of-bounds global access: " + who(t) + ": a cp.async source was freed before it landed");
+    fail("out-of-bounds global access: " + who(t) +
+         ": a cp.async source was freed before it landed");
   std::memcpy(s.shared.get() + c.dst, c.src, c.src_size);
   std::memset(s.shared.get() + c.dst + c.src_size, 0, 16 - c.src_size);
 }
@@ -596,7 +597,8 @@ std::uint32_t shared_address(const void* p) {
   const auto a = reinterpret_cast<std::uintptr_t>(p);
   const auto base = reinterpret_cast<std::uintptr_t>(s.shared.get());
   if (a < base || a > base + s.shared_used)
-    fail("not shared memory: " + who(*s.current) + " converts a generic address outside the "
+    fail("not shared memory: " + who(*s.current) +
+         " converts a generic address outside the "
          "block's shared memory to a shared one");
   return std::uint32_t(a - base);
 }
@@ -610,8 +612,8 @@ void cp_async(std::uint32_t dst, const void* src, unsigned src_size) {
          std::to_string(dst) + " from an address that is not 16-byte aligned");
   if (src_size > 16) fail("cp.async: " + who(t) + " gives a source size over 16");
   if (src_size > 0 && !in_allocation(src, src_size))
-    fail("out-of-bounds global access: " + who(t) + ": cp.async reads " +
-         std::to_string(src_size) + " bytes outside every allocation");
+    fail("out-of-bounds global access: " + who(t) + ": cp.async reads " + std::to_string(src_size) +
+         " bytes outside every allocation");
   check_shared(t, dst, 16, true, false, "cp.async write");
   for (std::size_t i = dst; i < dst + 16u; ++i) s.pending[i] = t.index + 1;
   t.open_group.push_back({dst, static_cast<const unsigned char*>(src), src_size});
@@ -671,8 +673,7 @@ float ex2_approx_ftz(float x) {
     std::uint32_t h = std::bit_cast<std::uint32_t>(x) * 0x9e3779b1u ^ seed * 0x85ebca6bu;
     h ^= h >> 15;
     const int steps = int(h % 5) - 2;
-    for (int i = 0; i < std::abs(steps); ++i)
-      y = std::nextafter(y, steps > 0 ? INFINITY : 0.f);
+    for (int i = 0; i < std::abs(steps); ++i) y = std::nextafter(y, steps > 0 ? INFINITY : 0.f);
   }
   if (std::fpclassify(y) == FP_SUBNORMAL) y = 0.f;
   return y;
@@ -711,18 +712,18 @@ void access(const void* p, std::size_t bytes, bool write, const void* code) {
 // -fsanitize=thread for these calls and linked without ThreadSanitizer's runtime: the emulator's
 // access checks stand in for it.
 extern "C" {
-#define FLASH_EMULATOR_ACCESS(n)                                                           \
-  void __tsan_read##n(void* p) {                                                           \
-    flash::emulator::access(p, n, false, __builtin_return_address(0));                     \
-  }                                                                                        \
-  void __tsan_write##n(void* p) {                                                          \
-    flash::emulator::access(p, n, true, __builtin_return_address(0));                      \
-  }                                                                                        \
-  void __tsan_unaligned_read##n(void* p) {                                                 \
-    flash::emulator::access(p, n, false, __builtin_return_address(0));                     \
-  }                                                                                        \
-  void __tsan_unaligned_write##n(void* p) {                                                \
-    flash::emulator::access(p, n, true, __builtin_return_address(0));                      \
+#define FLASH_EMULATOR_ACCESS(n)                                       \
+  void __tsan_read##n(void* p) {                                       \
+    flash::emulator::access(p, n, false, __builtin_return_address(0)); \
+  }                                                                    \
+  void __tsan_write##n(void* p) {                                      \
+    flash::emulator::access(p, n, true, __builtin_return_address(0));  \
+  }                                                                    \
+  void __tsan_unaligned_read##n(void* p) {                             \
+    flash::emulator::access(p, n, false, __builtin_return_address(0)); \
+  }                                                                    \
+  void __tsan_unaligned_write##n(void* p) {                            \
+    flash::emulator::access(p, n, true, __builtin_return_address(0));  \
   }
 FLASH_EMULATOR_ACCESS(1)
 FLASH_EMULATOR_ACCESS(2)

@@ -27,7 +27,7 @@ TEST(Tables, MmaFragmentsAreTheIsasLayouts) {
   // Lane 0 (g 0, t 0) and lane 29 (g 7, t 1), every element: rows and columns as the ISA lists.
   const isa::element_at a0[8] = {{0, 0}, {0, 1}, {8, 0}, {8, 1}, {0, 8}, {0, 9}, {8, 8}, {8, 9}};
   const isa::element_at a29[8] = {{7, 2},  {7, 3},  {15, 2},  {15, 3},
-                                   {7, 10}, {7, 11}, {15, 10}, {15, 11}};
+                                  {7, 10}, {7, 11}, {15, 10}, {15, 11}};
   for (int i = 0; i < 8; ++i) {
     EXPECT_EQ(isa::mma_a(0, i).row, a0[i].row) << i;
     EXPECT_EQ(isa::mma_a(0, i).col, a0[i].col) << i;
@@ -75,8 +75,8 @@ struct on_device {
 
 bool launch_ok() { return cudaGetLastError() == cudaSuccess; }
 
-__global__ void mma_kernel(const std::uint32_t* a, const std::uint32_t* b, const float* c,
-                           float* d, int bf16) {
+__global__ void mma_kernel(const std::uint32_t* a, const std::uint32_t* b, const float* c, float* d,
+                           int bf16) {
   const int lane = int(threadIdx.x);
   float acc[4] = {c[lane * 4], c[lane * 4 + 1], c[lane * 4 + 2], c[lane * 4 + 3]};
   const std::uint32_t frag[4] = {a[lane * 4], a[lane * 4 + 1], a[lane * 4 + 2], a[lane * 4 + 3]};
@@ -154,8 +154,8 @@ TEST(Instructions, LdmatrixGivesEachLaneItsPairAsTheIsaLists) {
           const std::uint32_t lo = trans ? 100 * i + 10 * (2 * t) + g : 100 * i + 10 * g + 2 * t;
           const std::uint32_t hi = trans ? lo + 10 : lo + 1;
           const std::uint32_t want = i < count ? lo | hi << 16 : 0;
-          EXPECT_EQ(r[lane * 4 + i], want) << "x" << count << (trans ? ".trans" : "") << " lane "
-                                           << lane << " register " << i;
+          EXPECT_EQ(r[lane * 4 + i], want)
+              << "x" << count << (trans ? ".trans" : "") << " lane " << lane << " register " << i;
         }
     }
 }
@@ -300,7 +300,8 @@ TEST(Faults, CopiesLandAtTheWaitAndZeroFillInvalidSources) {
     FLASH_LAUNCH(copy_kernel, 1, 32, nullptr)(in.p, out.p, 1, valid);
     ASSERT_TRUE(launch_ok()) << fault();
     const std::vector<float> r = out.get(32);
-    for (int t = 0; t < 32; ++t) EXPECT_EQ(r[std::size_t(t)], valid ? float((4 * t + 4) % 128) : 0.f);
+    for (int t = 0; t < 32; ++t)
+      EXPECT_EQ(r[std::size_t(t)], valid ? float((4 * t + 4) % 128) : 0.f);
   }
 }
 
@@ -313,8 +314,9 @@ TEST(Faults, GlobalReadPastTheAllocation) {
   FLASH_LAUNCH(global_kernel, 1, 32, nullptr)(in.p, out.p, 64);
   EXPECT_FALSE(launch_ok());
   // The address differs from run to run; the rest is fixed.
-  EXPECT_TRUE(fault().starts_with("out-of-bounds global access: block (0,0,0) thread 0 (warp 0, "
-                                  "lane 0): read of 4 bytes at 0x"))
+  EXPECT_TRUE(
+      fault().starts_with("out-of-bounds global access: block (0,0,0) thread 0 (warp 0, "
+                          "lane 0): read of 4 bytes at 0x"))
       << fault();
   EXPECT_NE(fault().find(", outside every allocation (code at program offset 0x"),
             std::string::npos)
@@ -414,8 +416,8 @@ kernel_run run_tiled(const problem& p) {
   return {out, testing::max_error(p, out, reference(p, in.q.data(), in.k.data(), in.v.data()))};
 }
 
-const problem kernel_case = testing::make_problem(element::f16, 1, 2, 2, 72, 136, 64, 100.f, true,
-                                                  testing::layout::bnhs_k);
+const problem kernel_case =
+    testing::make_problem(element::f16, 1, 2, 2, 72, 136, 64, 100.f, true, testing::layout::bnhs_k);
 
 // Barriers, not the order threads happen to run in, decide the result: every schedule gives the
 // same bits.

@@ -16,8 +16,8 @@ namespace {
 
 TEST(Mutant, FailsWithTheFaultThatNamesIt) {
   // Tails in both lengths, so that the last query tile reaches past the end of O.
-  const problem p =
-      testing::make_problem(element::f16, 1, 2, 2, 72, 136, 64, 0.125f, false, testing::layout::bnsh);
+  const problem p = testing::make_problem(element::f16, 1, 2, 2, 72, 136, 64, 0.125f, false,
+                                          testing::layout::bnsh);
   const testing::inputs in = testing::random_inputs(p, 9);
   tools::device_tensor q(p.type, in.q), k(p.type, in.k), v(p.type, in.v);
   tools::device_tensor o(p.type, std::size_t(o_extent(p)));

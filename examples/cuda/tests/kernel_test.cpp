@@ -139,8 +139,9 @@ TEST(Small, ToleranceDetectsAWrongMask) {
                "launch");
   tools::check(cudaDeviceSynchronize(), "kernel");
   p.causal = true;
-  EXPECT_GT(testing::max_error(p, o.download(), reference(p, in.q.data(), in.k.data(), in.v.data())),
-            10 * testing::tolerance(element::f16));
+  EXPECT_GT(
+      testing::max_error(p, o.download(), reference(p, in.q.data(), in.k.data(), in.v.data())),
+      10 * testing::tolerance(element::f16));
 }
 
 TEST(Large, F5TtsAndSd3Shapes) {
