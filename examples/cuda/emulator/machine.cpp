@@ -130,6 +130,10 @@ machine& m() {
   return instance;
 }
 
+// The running thread, as the access checks read it first: constant-initialised, so that a check
+// made before or while the machine is constructed (library code's instrumented copies) finds none.
+constinit thread* running = nullptr;
+
 // Marks the emulator's own work on a thread: inline library code the emulator calls may be the
 // instrumented copy of a kernel translation unit, and its accesses are not the kernel's.
 struct machine_code {
@@ -364,35 +368,6 @@ void thread_entry() {
   thread_exit();
 }
 
-std::string ranges(const std::vector<int>& indices) {
-  std::string text;
-  for (std::size_t i = 0; i < indices.size();) {
-    std::size_t j = i;
-    while (j + 1 < indices.size() && indices[j + 1] == indices[j] + 1) ++j;
-    if (!text.empty()) text += ", ";
-    text += std::to_string(indices[i]);
-    if (j > i) text += "-" + std::to_string(indices[j]);
-    i = j + 1;
-  }
-  return text;
-}
-
-std::string deadlock() {
-  machine& s = m();
-  std::map<std::string, std::vector<int>> where;
-  for (const thread& t : s.threads) {
-    if (t.status == wait::barrier) where["__syncthreads"].push_back(t.index);
-    if (t.status == wait::collective) where[op_text(t.op)].push_back(t.index);
-  }
-  std::string text;
-  for (const auto& [at, indices] : where)
-    text += (text.empty() ? "threads " : "; threads ") + ranges(indices) + " wait at " + at;
-  char block[64];
-  std::snprintf(block, sizeof block, "deadlock in block (%u,%u,%u): ", s.block_index.x,
-                s.block_index.y, s.block_index.z);
-  return block + text;
-}
-
 bool run_block() {
   machine& s = m();
   const int count = int(s.block.x * s.block.y * s.block.z);
@@ -425,14 +400,19 @@ bool run_block() {
     for (int i : order) {
       thread& t = s.threads[std::size_t(i)];
       if (t.status != wait::runnable) continue;
-      s.current = &t;
+      s.current = running = &t;
       swapcontext(&s.scheduler, &t.context);
-      s.current = nullptr;
+      s.current = running = nullptr;
       if (s.aborted) return false;
       ran = true;
     }
+    // Every way threads can wait on each other is checked where they start to wait, so some
+    // thread always goes on; this is the emulator's own invariant.
     if (!ran && s.live > 0) {
-      if (s.fault.empty()) s.fault = deadlock();
+      char text[96];
+      std::snprintf(text, sizeof text, "emulator error: no thread of block (%u,%u,%u) can go on",
+                    s.block_index.x, s.block_index.y, s.block_index.z);
+      s.fault = text;
       return false;
     }
   }
@@ -680,8 +660,8 @@ float ex2_approx_ftz(float x) {
 }
 
 void access(const void* p, std::size_t bytes, bool write, const void* code) {
+  if (running == nullptr || running->in_machine > 0) return;  // not the kernel's access
   machine& s = m();
-  if (s.current == nullptr || s.current->in_machine > 0) return;  // not the kernel's access
   const machine_code inside;
   thread& t = *s.current;
   const auto a = reinterpret_cast<std::uintptr_t>(p);

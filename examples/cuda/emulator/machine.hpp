@@ -11,7 +11,7 @@
 //   outside the block's shared memory;
 // - global memory: an access outside every allocation (allocations are fenced by red zones);
 // - warp collectives: all 32 lanes must reach the same instruction; a lane that has exited, or
-//   one waiting elsewhere, is divergence; threads that can never proceed are a deadlock.
+//   one waiting elsewhere (at a barrier or another collective), is divergence.
 #pragma once
 
 #include <cstddef>
