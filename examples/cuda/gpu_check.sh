@@ -127,7 +127,8 @@ fi
   echo
   echo "## Figures"
   echo
-  echo "float16, random inputs, ms per call (mean of 30 after 3 warm-ups, CUDA events); FLOP = 4·B·N·S²·H."
+  echo "float16, random inputs, ms per call (mean of 30 after 3 warm-ups, CUDA events; PyTorch's"
+  echo "calls replayed from a CUDA graph, so that Python's launch cost is not timed); FLOP = 4·B·N·S²·H."
   echo "F5-TTS shapes give this kernel K as BNHS (Kᵀ, as the exported graph holds it); PyTorch gets BNSH."
   echo
   if [[ -s $logs/bench.tsv ]]; then
