@@ -20,14 +20,15 @@ set -uo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$root/build/gpu
-build_it=1 results="" bench_mode="" limit=600 readme=1 dry_run=0
+build_it=1 results="" bench_mode=() limit=600 readme=1 dry_run=0
 while (($#)); do
   case $1 in
     --build-dir) build=$(realpath -m "${2:?--build-dir needs a directory}"); shift ;;
     --no-build) build_it=0 ;;
     --results) results=$(realpath -m "${2:?--results needs a file}"); shift ;;
-    --quick) bench_mode=--quick ;;
-    --limit) limit=${2:?--limit needs seconds}; shift ;;
+    --quick) bench_mode=(--quick) ;;
+    --limit) limit=${2:?--limit needs seconds}; shift
+      [[ $limit =~ ^[1-9][0-9]*$ ]] || { echo "gpu_check: --limit takes seconds, not '$limit'" >&2; exit 2; } ;;
     --no-readme) readme=0 ;;
     --dry-run) dry_run=1 ;;
     *) echo "gpu_check: unknown argument '$1' (see the comment at the top of $0)" >&2; exit 2 ;;
@@ -49,9 +50,13 @@ if nvidia-smi -L 2>/dev/null | grep -q "^GPU "; then
 fi
 
 if ((build_it)); then
+  # A fresh tree is configured; an existing one keeps its settings, but builds for the GPU here.
   if [[ ! -f $build/CMakeCache.txt ]]; then
     cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DFUSEKIT_BUILD_TESTS=ON \
       "-DFUSEKIT_CUDA_ARCHITECTURES=$arch" || { echo "gpu_check: configuring failed" >&2; exit 1; }
+  elif [[ -n $gpu ]]; then
+    cmake "$build" "-DFUSEKIT_CUDA_ARCHITECTURES=$arch" >/dev/null ||
+      { echo "gpu_check: configuring failed" >&2; exit 1; }
   fi
   cmake --build "$build" -j"$(nproc)" --target flash_gpu_test flash_driver flash_bench \
     make_dit_variants ||
@@ -61,14 +66,19 @@ for program in flash_gpu_test flash_driver flash_bench; do
   [[ -x $programs/$program ]] || { echo "gpu_check: $programs/$program is missing" >&2; exit 2; }
 done
 [[ -d $build/lib ]] && export LD_LIBRARY_PATH=$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+rm -rf "$logs"  # nothing of an earlier run may reach this one's results
 mkdir -p "$logs" "$(dirname "$results")"
 # The DiT variants the rule tests write include head size 64, which the test models lack: the
 # tiled kernel's path through flash_driver.
-variants=""
-if [[ -x $build/tests/make_dit_variants ]] && "$build/tests/make_dit_variants" "$logs/dit" >/dev/null; then
-  variants=$logs/dit
+models=("$root/tests/models")
+variants="none (make_dit_variants is not built in $build)"
+if [[ -x $build/tests/make_dit_variants ]]; then
+  "$build/tests/make_dit_variants" "$logs/dit" >/dev/null ||
+    { echo "gpu_check: make_dit_variants failed" >&2; exit 1; }
+  models+=("$logs/dit")
+  variants="$(find "$logs/dit" -name '*.onnx' | wc -l) written by make_dit_variants"
 fi
-"$programs/flash_bench" $bench_mode --shapes >"$logs/shapes.tsv" ||
+"$programs/flash_bench" "${bench_mode[@]}" --shapes >"$logs/shapes.tsv" ||
   { echo "gpu_check: flash_bench --shapes failed" >&2; exit 1; }
 
 if [[ -z $gpu ]]; then
@@ -99,8 +109,8 @@ step() {
 
 sanitizer=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 step gpu_tests "$programs/flash_gpu_test"
-step driver bash "$tools/drive_models.sh" "$programs/flash_driver" "$root/tests/models" $variants
-step bench "$programs/flash_bench" $bench_mode --tsv "$logs/bench.tsv"
+step driver bash "$tools/drive_models.sh" "$programs/flash_driver" "${models[@]}"
+step bench "$programs/flash_bench" "${bench_mode[@]}" --tsv "$logs/bench.tsv"
 step pytorch_sdpa python3 "$tools/torch_sdpa.py" "$logs/shapes.tsv" "$logs/torch.tsv"
 if [[ -x $sanitizer ]]; then
   for tool in memcheck racecheck synccheck; do
@@ -120,6 +130,7 @@ fi
   echo "- GPU: $gpu (compute capability $capability, driver $driver)"
   echo "- kernel sources (sha256 of examples/cuda/flash and src): $(cat "$root"/examples/cuda/flash/* "$root"/examples/cuda/src/* | sha256sum | cut -c1-16)"
   echo "- $(nvidia-smi | grep -o 'CUDA Version: [0-9.]*' | head -1) (the driver's)"
+  echo "- models for flash_driver: tests/models and the DiT variants, $variants"
   echo
   echo "| step | result | seconds |"
   echo "|---|---|---|"
@@ -148,7 +159,8 @@ fi
 } >"$results"
 echo "gpu_check: results in $results"
 
-if ((readme)) && [[ -s $logs/bench.tsv ]]; then
+# The README shows a run whose every check passed.
+if ((readme && !failed)) && [[ -s $logs/bench.tsv ]]; then
   python3 "$tools/figures.py" fill "$results" "$root/examples/cuda/README.md" &&
     echo "gpu_check: examples/cuda/README.md's figure table filled from it"
 fi

@@ -40,7 +40,9 @@ struct dim3 {
 #define blockDim (dim3(::flash::emulator::block_dim()))
 #define gridDim (dim3(::flash::emulator::grid_dim()))
 
-inline void __syncthreads() { flash::emulator::sync_threads(); }
+inline void __syncthreads(std::source_location site = std::source_location::current()) {
+  flash::emulator::sync_threads(site);
+}
 // The warp collectives pass on their caller's source location: lanes at different ones diverged.
 inline void __syncwarp(unsigned mask = 0xffffffffu,
                        std::source_location site = std::source_location::current()) {
@@ -98,6 +100,7 @@ enum cudaError_t : int {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
   cudaErrorLaunchFailure = 719,
 };
 enum cudaMemcpyKind : int {
@@ -110,24 +113,23 @@ enum cudaDeviceAttr : int { cudaDevAttrMultiProcessorCount = 16 };
 using cudaStream_t = struct emulated_stream*;
 
 namespace flash::emulator::runtime {
-// The launch error the next cudaGetLastError returns, and the sticky one a fault leaves, as the
-// GPU's runtime keeps them.
-inline cudaError_t& last_error() {
+// The error of the last launch. A launch runs to completion inside the call, so its outcome is
+// both what cudaGetLastError reports (once) and what cudaDeviceSynchronize returns. Unlike a GPU
+// context, a fault does not poison later launches: each test starts clean.
+inline cudaError_t& last_launch() {
   static cudaError_t e = cudaSuccess;
   return e;
 }
-inline cudaError_t& sticky_error() {
+inline cudaError_t& unreported() {
   static cudaError_t e = cudaSuccess;
   return e;
 }
 }  // namespace flash::emulator::runtime
 
 inline cudaError_t cudaGetLastError() {
-  const cudaError_t e = flash::emulator::runtime::last_error();
-  flash::emulator::runtime::last_error() = flash::emulator::runtime::sticky_error();
-  return e;
+  return std::exchange(flash::emulator::runtime::unreported(), cudaSuccess);
 }
-inline cudaError_t cudaDeviceSynchronize() { return flash::emulator::runtime::sticky_error(); }
+inline cudaError_t cudaDeviceSynchronize() { return flash::emulator::runtime::last_launch(); }
 // The emulator's fault, where there is one, is the message of a launch failure.
 inline const char* cudaGetErrorString(cudaError_t e) {
   switch (e) {
@@ -137,6 +139,8 @@ inline const char* cudaGetErrorString(cudaError_t e) {
       return "invalid argument";
     case cudaErrorMemoryAllocation:
       return "out of memory";
+    case cudaErrorInvalidConfiguration:
+      return "invalid configuration argument";
     case cudaErrorLaunchFailure:
       return flash::emulator::fault().c_str();
   }
@@ -189,11 +193,15 @@ struct launcher {
 
   template <class... Arguments>
   FLASH_EMULATOR_UNCHECKED void operator()(Arguments&&... arguments) const {
-    const bank parameters{kernel, {std::forward<Arguments>(arguments)...}};
-    const bool ok = run({grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, &invoke, &parameters,
-                        sizeof parameters);
-    runtime::last_error() = ok ? cudaSuccess : cudaErrorLaunchFailure;
-    if (!ok) runtime::sticky_error() = cudaErrorLaunchFailure;
+    cudaError_t outcome = cudaErrorInvalidConfiguration;
+    if (grid.x != 0 && grid.y != 0 && grid.z != 0 && block.x != 0 && block.y != 0 && block.z != 0) {
+      const bank parameters{kernel, {std::forward<Arguments>(arguments)...}};
+      outcome = run({grid.x, grid.y, grid.z}, {block.x, block.y, block.z}, &invoke, &parameters,
+                    sizeof parameters)
+                    ? cudaSuccess
+                    : cudaErrorLaunchFailure;
+    }
+    runtime::last_launch() = runtime::unreported() = outcome;
   }
 
   FLASH_EMULATOR_UNCHECKED static void invoke(const void* parameters) {

@@ -87,9 +87,12 @@ constexpr std::uint32_t ldmatrix_register(const matrix8x8& m, bool trans, int la
   return std::uint32_t(lo) | std::uint32_t(hi) << 16;
 }
 
-// shfl.sync: the lane a lane reads from (width 32).
+// shfl.sync: the lane a lane reads from (width 32). .bfly reads lane ^ mask, or its own value
+// where that is past the warp; .idx reads lane b[4:0].
 constexpr int shuffle_source(bool butterfly, int lane, int lane_or_mask) {
-  return butterfly ? (lane ^ lane_or_mask) & 31 : lane_or_mask & 31;
+  if (!butterfly) return lane_or_mask & 31;
+  const int source = lane ^ lane_or_mask;
+  return source >= 0 && source < 32 ? source : lane;
 }
 
 }  // namespace flash::emulator::isa

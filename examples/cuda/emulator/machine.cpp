@@ -1,5 +1,6 @@
 #include "emulator/machine.hpp"
 
+#include <sys/mman.h>
 #include <ucontext.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <source_location>
+#include <utility>
 #include <vector>
 
 // The program image, for the reads of constants that kernel code may make.
@@ -67,9 +69,32 @@ struct copy {
   unsigned src_size;
 };
 
+// A thread's stack, with an inaccessible page below it: an overflow faults instead of
+// overwriting the heap.
+class stack_memory {
+ public:
+  stack_memory() {
+    void* p = mmap(nullptr, guard + stack_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    mprotect(p, guard, PROT_NONE);
+    base_ = static_cast<unsigned char*>(p);
+  }
+  ~stack_memory() {
+    if (base_) munmap(base_, guard + stack_bytes);
+  }
+  stack_memory(stack_memory&& o) noexcept : base_(std::exchange(o.base_, nullptr)) {}
+  stack_memory& operator=(stack_memory&&) = delete;
+  unsigned char* get() const { return base_ + guard; }
+
+ private:
+  static constexpr std::size_t guard = 4096;
+  unsigned char* base_ = nullptr;
+};
+
 struct thread {
   ucontext_t context;
-  std::unique_ptr<unsigned char[]> stack;
+  stack_memory stack;
   int index = 0, warp = 0, lane = 0;
   wait status = wait::runnable;
   collective op{};
@@ -81,10 +106,11 @@ struct thread {
 
 struct write_record {
   std::int32_t thread = -1;
-  std::uint32_t barrier = 0, warp_sync = 0;
+  std::uint64_t barrier = 0, warp_sync = 0;
 };
 struct read_record {
-  std::uint32_t lanes = 0, barrier = 0, warp_sync = 0;
+  std::uint32_t lanes = 0;
+  std::uint64_t barrier = 0, warp_sync = 0;
 };
 
 struct allocation {
@@ -105,9 +131,10 @@ struct machine {
   std::vector<thread> threads;
   int live = 0, at_barrier = 0, warps = 0;
   std::vector<int> arrived;                    // per warp, lanes at a collective
-  std::vector<std::uint32_t> warp_sync;        // per warp, the epoch since its last __syncwarp
-  std::uint32_t epoch = 0;                     // grows at every barrier, never reused
-  std::uint32_t block_start = 0, barrier = 0;  // the block's first epoch, and its current one
+  std::vector<std::uint64_t> warp_sync;        // per warp, the epoch since its last __syncwarp
+  std::uint64_t epoch = 0;                     // grows at every barrier, never reused
+  std::uint64_t block_start = 0, barrier = 0;  // the block's first epoch, and its current one
+  std::source_location barrier_site;           // where the threads at the barrier wait
   thread* current = nullptr;
   ucontext_t scheduler;
   bool aborted = false;
@@ -148,19 +175,19 @@ struct machine_code {
   machine_code& operator=(const machine_code&) = delete;
 };
 
-std::string who(const thread& t) {
-  const machine& s = m();
-  char text[160];
-  std::snprintf(text, sizeof text, "block (%u,%u,%u) thread %d (warp %d, lane %d)", s.block_index.x,
-                s.block_index.y, s.block_index.z, t.index, t.warp, t.lane);
-  return text;
-}
-
 std::string thread_name(int index) {
   char text[48];
   std::snprintf(text, sizeof text, "thread %d (warp %d, lane %d)", index, index / warp_lanes,
                 index % warp_lanes);
   return text;
+}
+
+std::string who(const thread& t) {
+  const machine& s = m();
+  char block[48];
+  std::snprintf(block, sizeof block, "block (%u,%u,%u) ", s.block_index.x, s.block_index.y,
+                s.block_index.z);
+  return block + thread_name(t.index);
 }
 
 // Stops the launch: the first fault is kept, and the faulting thread never runs again.
@@ -179,7 +206,7 @@ void yield() {
 
 // ---- shared memory ----
 
-bool ordered(const machine& s, int other, std::uint32_t barrier, std::uint32_t warp_sync,
+bool ordered(const machine& s, int other, std::uint64_t barrier, std::uint64_t warp_sync,
              const thread& t) {
   if (barrier != s.barrier) return true;  // a __syncthreads lies between
   return other / warp_lanes == t.warp && warp_sync != s.warp_sync[t.warp];
@@ -211,7 +238,6 @@ void check_shared(thread& t, std::size_t offset, std::size_t bytes, bool write, 
       if (!written)
         fail("uninitialised shared read: " + who(t) + " reads shared byte " + std::to_string(i) +
              ", which no thread of the block has written");
-      if (!record) continue;
       read_record& r = s.readers[i * s.warps + t.warp];
       if (r.barrier != s.barrier || r.warp_sync != s.warp_sync[t.warp])
         r = {0, s.barrier, s.warp_sync[t.warp]};
@@ -302,6 +328,24 @@ std::string op_text(const collective& c) {
   return text;
 }
 
+std::string site_text(const char* file, unsigned line) {
+  const char* slash = std::strrchr(file, '/');
+  return std::string(slash ? slash + 1 : file) + ":" + std::to_string(line);
+}
+
+bool same_site(const std::source_location& a, const char* file, unsigned line, unsigned column) {
+  return a.line() == line && a.column() == column && std::strcmp(a.file_name(), file) == 0;
+}
+
+// Two lanes' collectives are one instruction when they are the same operation; the .aligned
+// ones (ldmatrix, mma) must also be the same instruction in the program, which the call site
+// stands for. shfl.sync and __syncwarp may meet from different sites (sm_70 and later).
+bool same_instruction(const collective& a, const collective& b) {
+  if (a.kind != b.kind || a.count != b.count || a.trans != b.trans) return false;
+  if (a.kind != op::ldmatrix && a.kind != op::mma) return true;
+  return a.line == b.line && a.column == b.column && std::strcmp(a.file, b.file) == 0;
+}
+
 // The calling lane reaches a warp-collective instruction: the warp goes on when all 32 lanes
 // have reached the same one.
 void rendezvous(const collective& c, unsigned mask) {
@@ -318,12 +362,10 @@ void rendezvous(const collective& c, unsigned mask) {
     if (lanes[l].status == wait::barrier)
       fail("divergent warp collective: " + who(t) + " reaches " + op_text(c) + " while lane " +
            std::to_string(l) + " waits at __syncthreads");
-    if (lanes[l].status == wait::collective &&
-        (lanes[l].op.kind != c.kind || lanes[l].op.line != c.line ||
-         lanes[l].op.column != c.column || std::strcmp(lanes[l].op.file, c.file) != 0 ||
-         lanes[l].op.count != c.count || lanes[l].op.trans != c.trans))
-      fail("divergent warp collective: " + who(t) + " reaches " + op_text(c) + " while lane " +
-           std::to_string(l) + " waits at another " + op_text(lanes[l].op));
+    if (lanes[l].status == wait::collective && !same_instruction(lanes[l].op, c))
+      fail("divergent warp collective: " + who(t) + " reaches " + op_text(c) + " at " +
+           site_text(c.file, c.line) + " while lane " + std::to_string(l) + " waits at " +
+           op_text(lanes[l].op) + " at " + site_text(lanes[l].op.file, lanes[l].op.line));
   }
   t.op = c;
   if (++s.arrived[t.warp] < warp_lanes) {
@@ -340,8 +382,9 @@ void release_barrier() {
   machine& s = m();
   s.barrier = ++s.epoch;
   s.at_barrier = 0;
-  for (thread& t : s.threads)
-    if (t.status == wait::barrier) t.status = wait::runnable;
+  const auto count = std::size_t(s.block.x) * s.block.y * s.block.z;
+  for (std::size_t i = 0; i < count; ++i)
+    if (s.threads[i].status == wait::barrier) s.threads[i].status = wait::runnable;
 }
 
 void thread_exit() {
@@ -432,8 +475,8 @@ bool run(extent grid, extent block, void (*body)(const void*), const void* param
   machine& s = m();
   s.fault.clear();
   s.aborted = false;
-  const int count = int(block.x * block.y * block.z);
-  if (count <= 0 || count > 1024 || count % warp_lanes != 0) {
+  const std::uint64_t count = std::uint64_t(block.x) * block.y * block.z;
+  if (count == 0 || count > 1024 || count % warp_lanes != 0) {
     s.fault = "block of " + std::to_string(count) +
               " threads: the emulator runs blocks of whole warps, at most 1024 threads";
     return false;
@@ -443,14 +486,10 @@ bool run(extent grid, extent block, void (*body)(const void*), const void* param
   s.body = body;
   s.parameters = parameters;
   s.parameter_bytes = parameter_bytes;
-  s.warps = count / warp_lanes;
+  s.warps = int(count / warp_lanes);
   s.arrived.assign(std::size_t(s.warps), 0);
   s.warp_sync.assign(std::size_t(s.warps), 0);
-  if (s.threads.size() < std::size_t(count)) {
-    std::vector<thread> threads(static_cast<std::size_t>(count));
-    for (thread& t : threads) t.stack.reset(new unsigned char[stack_bytes]);
-    s.threads = std::move(threads);
-  }
+  if (s.threads.size() < count) s.threads = std::vector<thread>(count);
   s.order.seed(s.config.schedule_seed);
   s.shared_used = 0;
   s.declarations.clear();
@@ -500,7 +539,13 @@ extent block_index() { return m().block_index; }
 extent block_dim() { return m().block; }
 extent grid_dim() { return m().grid; }
 
-void sync_threads() {
+void set_site(collective& c, const std::source_location& site) {
+  c.file = site.file_name();
+  c.line = site.line();
+  c.column = site.column();
+}
+
+void sync_threads(std::source_location site) {
   const machine_code inside;
   machine& s = m();
   thread& t = *s.current;
@@ -509,6 +554,12 @@ void sync_threads() {
     if (lanes[l].status == wait::collective)
       fail("divergent warp collective: " + who(t) + " reaches __syncthreads while lane " +
            std::to_string(l) + " waits at " + op_text(lanes[l].op));
+  // One barrier instruction for the whole block: threads at another one took another branch.
+  if (s.at_barrier > 0 && !same_site(s.barrier_site, site.file_name(), site.line(), site.column()))
+    fail("divergent barrier: " + who(t) + " reaches __syncthreads at " +
+         site_text(site.file_name(), site.line()) + " while other threads wait at " +
+         site_text(s.barrier_site.file_name(), s.barrier_site.line()));
+  s.barrier_site = site;
   if (++s.at_barrier == s.live) {
     release_barrier();  // and the block goes on in the scheduler's order
   } else {
@@ -517,17 +568,11 @@ void sync_threads() {
   yield();
 }
 
-void at(collective& c, const std::source_location& site) {
-  c.file = site.file_name();
-  c.line = site.line();
-  c.column = site.column();
-}
-
 void sync_warp(unsigned mask, std::source_location site) {
   const machine_code inside;
   collective c{};
   c.kind = op::sync_warp;
-  at(c, site);
+  set_site(c, site);
   rendezvous(c, mask);
 }
 
@@ -536,7 +581,7 @@ std::uint32_t shuffle(shuffle_mode mode, unsigned mask, std::uint32_t value, int
   const machine_code inside;
   collective c{};
   c.kind = op::shuffle;
-  at(c, site);
+  set_site(c, site);
   c.mode = mode;
   c.value = value;
   c.lane_or_mask = lane_or_mask;
@@ -620,7 +665,7 @@ void ldmatrix(int count, bool trans, std::uint32_t* registers, std::uint32_t add
   const machine_code inside;
   collective c{};
   c.kind = op::ldmatrix;
-  at(c, site);
+  set_site(c, site);
   c.count = count;
   c.trans = trans;
   c.address = address;
@@ -631,16 +676,16 @@ void ldmatrix(int count, bool trans, std::uint32_t* registers, std::uint32_t add
 void mma_m16n8k16(isa::input type, float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                   std::uint32_t b1, const float (&c)[4], std::source_location site) {
   const machine_code inside;
-  collective op_{};
-  op_.kind = op::mma;
-  at(op_, site);
-  op_.type = type;
-  std::copy_n(a, 4, op_.a);
-  op_.b[0] = b0;
-  op_.b[1] = b1;
-  std::copy_n(c, 4, op_.c);
-  op_.d = d;
-  rendezvous(op_, 0xffffffffu);
+  collective instruction{};
+  instruction.kind = op::mma;
+  set_site(instruction, site);
+  instruction.type = type;
+  std::copy_n(a, 4, instruction.a);
+  instruction.b[0] = b0;
+  instruction.b[1] = b1;
+  std::copy_n(c, 4, instruction.c);
+  instruction.d = d;
+  rendezvous(instruction, 0xffffffffu);
 }
 
 float ex2_approx_ftz(float x) {

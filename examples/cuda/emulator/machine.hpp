@@ -57,8 +57,9 @@ extent thread_index();
 extent block_index();
 extent block_dim();
 extent grid_dim();
-void sync_threads();
-// The warp collectives take their call site: lanes at different sites have diverged.
+// The barrier and the warp collectives take their call site: threads that reach a barrier, or
+// lanes that reach an .aligned instruction (ldmatrix, mma), at different sites have diverged.
+void sync_threads(std::source_location site);
 void sync_warp(unsigned mask, std::source_location site);
 
 enum class shuffle_mode : std::uint8_t { index, bfly };

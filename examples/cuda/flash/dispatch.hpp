@@ -23,8 +23,6 @@
 #include <string>
 #include <vector>
 
-#include <onnx/shape_inference/implementation.h>
-
 #include "flash/problem.hpp"
 #include "fusekit/graph/graph.hpp"
 
@@ -231,14 +229,6 @@ inline float scale_or_default(std::optional<float> scale, int head_dim) {
 }
 
 }  // namespace detail
-
-// Writes ONNX's inferred shapes into the model's value_info, with data propagation: the static
-// sizes that fusekit's facts do not follow through every exporter's Shape → Concat → Reshape
-// chains. Call before indexing the model.
-inline void infer_static_shapes(onnx::ModelProto& m) {
-  onnx::shape_inference::InferShapes(m, onnx::OpSchemaRegistry::Instance(),
-                                     onnx::ShapeInferenceOptions(false, 0, true));
-}
 
 // The problem of fused node `n`, or why it has none here.
 inline fused_attention map_fused_node(const fusekit::graph& g, fusekit::node_id n,

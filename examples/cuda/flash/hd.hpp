@@ -1,5 +1,5 @@
-// Index math and softmax steps are shared by the kernels (nvcc) and by their CPU emulation and
-// unit tests (any C++20 compiler): under nvcc they are __host__ __device__, elsewhere plain C++.
+// Index math and softmax steps are shared by the kernels and by the host-side tests and tools:
+// under nvcc they are __host__ __device__, for a host compiler (the tests, the emulator) plain C++.
 #pragma once
 
 #if defined(__CUDACC__)

@@ -1,5 +1,5 @@
-// The fp64 reference everything is judged against, and the host-side helpers both it and the
-// emulation need: tensor extents under strides, and rounding to the element type.
+// The fp64 reference everything is judged against, and the host-side helpers it and the tests
+// need: tensor extents under strides, and rounding to the element type.
 #pragma once
 
 #include <algorithm>

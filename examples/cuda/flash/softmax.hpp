@@ -1,6 +1,6 @@
 // The steps of the online softmax, in the exp2 domain: exp(scale·(s − m)) = exp2(s·c − m·c) with
-// c = scale·log2(e), so each probability costs one FMA and one ex2. The kernels and the CPU
-// emulation call these same functions, so both round at the same points.
+// c = scale·log2(e), so each probability costs one FMA and one ex2. Both kernels call these
+// same functions, so both round at the same points.
 #pragma once
 
 #include <math.h>

@@ -148,7 +148,6 @@ void check_fused_model(fusekit::model& m, fusekit::rules::attention_options::tar
   const fusekit::rules::attention_options attention{.fused_target = target};
   const fusekit::rewrite::report r = fusekit::rules::fuse_all(m, {}, attention);
   ASSERT_FALSE(r.fusions.empty()) << what;
-  infer_static_shapes(m.proto);
   const fusekit::graph g(m);
   const auto nodes = fused_attention_nodes(g);
   ASSERT_EQ(nodes.size(), r.fusions.size()) << what;
@@ -166,8 +165,8 @@ void check_fused_model(fusekit::model& m, fusekit::rules::attention_options::tar
 TEST(Dispatch, FusedTestModelsMapWithTheReportedParameters) {
   for (const char* file : {"f5tts_dit.ts17.fp16.onnx", "f5tts_dit.dynamo18.fp16.onnx",
                            "f5tts_dit.ts17.fp32.onnx", "sd3.dynamo18.fp16.onnx"}) {
-    fusekit::model m =
-        fusekit::load_model(std::string(FUSEKIT_SOURCE_DIR) + "/tests/models/transformers-4.57/" + file);
+    fusekit::model m = fusekit::load_model(std::string(FUSEKIT_SOURCE_DIR) +
+                                           "/tests/models/transformers-4.57/" + file);
     check_fused_model(m, fusekit::rules::attention_options::target::ort, file);
   }
 }
@@ -187,9 +186,8 @@ TEST(Dispatch, RulesOnnxTargetMaps) {
 // What the dynamo exporter writes itself at opset 23: ai.onnx Attention, already fused.
 TEST(Dispatch, ExportersOwnAttentionMaps) {
   for (const char* file : {"f5tts_dit.dynamo23.fp16.onnx", "sd3.dynamo23.fp16.onnx"}) {
-    fusekit::model m =
-        fusekit::load_model(std::string(FUSEKIT_SOURCE_DIR) + "/tests/models/transformers-4.57/" + file);
-    infer_static_shapes(m.proto);
+    fusekit::model m = fusekit::load_model(std::string(FUSEKIT_SOURCE_DIR) +
+                                           "/tests/models/transformers-4.57/" + file);
     const fusekit::graph g(m);
     const auto nodes = fused_attention_nodes(g);
     ASSERT_FALSE(nodes.empty()) << file;

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -164,16 +165,18 @@ __global__ void shuffle_kernel(int* out) {
   const int lane = int(threadIdx.x);
   out[lane] = __shfl_xor_sync(0xffffffffu, lane * 10, 5);
   out[32 + lane] = __shfl_sync(0xffffffffu, lane * 10, 31 - lane);
+  out[64 + lane] = __shfl_xor_sync(0xffffffffu, lane * 10, 32);  // past the warp: its own value
 }
 
 TEST(Instructions, ShufflesReadTheLaneTheIsaNames) {
-  on_device<int> out(64);
+  on_device<int> out(96);
   FLASH_LAUNCH(shuffle_kernel, 1, 32, nullptr)(out.p);
   ASSERT_TRUE(launch_ok()) << fault();
-  const std::vector<int> r = out.get(64);
+  const std::vector<int> r = out.get(96);
   for (int lane = 0; lane < 32; ++lane) {
     EXPECT_EQ(r[lane], (lane ^ 5) * 10);
     EXPECT_EQ(r[32 + lane], (31 - lane) * 10);
+    EXPECT_EQ(r[64 + lane], lane * 10);
   }
 }
 
@@ -356,28 +359,58 @@ TEST(Faults, ReadOfSharedMemoryNoThreadWrote) {
             "byte 12, which no thread of the block has written");
 }
 
-__global__ void divergent_kernel(int* out, int exit_half) {
+__global__ void exiting_half_kernel(int* out) {
   const int lane = int(threadIdx.x);
-  if (lane >= 16) {
-    if (exit_half) return;
-    out[lane] = __shfl_xor_sync(0xffffffffu, lane, 1);  // another shuffle than the first half's
-    return;
-  }
+  if (lane >= 16) return;
   out[lane] = __shfl_xor_sync(0xffffffffu, lane, 1);
 }
 
 TEST(Faults, CollectiveReachedByPartOfTheWarp) {
   on_device<int> out(32);
-  FLASH_LAUNCH(divergent_kernel, 1, 32, nullptr)(out.p, 1);
+  FLASH_LAUNCH(exiting_half_kernel, 1, 32, nullptr)(out.p);
   EXPECT_FALSE(launch_ok());
   EXPECT_EQ(fault(),
             "divergent warp collective: block (0,0,0) thread 16 (warp 0, lane 16) exits while "
             "lane 0 waits at shfl.sync");
-  FLASH_LAUNCH(divergent_kernel, 1, 32, nullptr)(out.p, 0);
+}
+
+// shfl.sync may meet from different sites (sm_70 and later); an .aligned instruction may not.
+__global__ void two_sites_kernel(int* out, int aligned) {
+  FLASH_SHARED(16, std::uint16_t[64], tile);
+  const int lane = int(threadIdx.x);
+  tile[2 * lane] = tile[2 * lane + 1] = 0;
+  __syncwarp();
+  std::uint32_t r[1];
+  const std::uint32_t row = ptx::smem_address(tile) + std::uint32_t(lane % 8 * 16);
+  if (lane >= 16) {
+    out[lane] = __shfl_xor_sync(0xffffffffu, lane, 1);
+    if (aligned) emulator::ldmatrix(1, false, r, row);
+  } else {
+    out[lane] = __shfl_xor_sync(0xffffffffu, lane, 1);
+    if (aligned) emulator::ldmatrix(1, false, r, row);
+  }
+}
+
+TEST(Faults, AlignedInstructionReachedFromTwoSites) {
+  on_device<int> out(32);
+  FLASH_LAUNCH(two_sites_kernel, 1, 32, nullptr)(out.p, 0);
+  ASSERT_TRUE(launch_ok()) << fault();
+  const std::vector<int> r = out.get(32);
+  for (int lane = 0; lane < 32; ++lane) EXPECT_EQ(r[std::size_t(lane)], lane ^ 1);
+  FLASH_LAUNCH(two_sites_kernel, 1, 32, nullptr)(out.p, 1);
   EXPECT_FALSE(launch_ok());
-  EXPECT_EQ(fault(),
-            "divergent warp collective: block (0,0,0) thread 16 (warp 0, lane 16) reaches "
-            "shfl.sync while lane 0 waits at another shfl.sync");
+  // Both sites named, and they differ (their line numbers are this file's).
+  const std::string text = fault();
+  auto line_after = [&](const std::string& marker) {
+    const std::size_t at = text.find(marker);
+    return at == std::string::npos ? -1 : std::atoi(text.c_str() + at + marker.size());
+  };
+  EXPECT_TRUE(text.starts_with("divergent warp collective: block (0,0,0) thread ")) << text;
+  const int reached = line_after(" reaches ldmatrix.x1 at emulator_test.cpp:");
+  const int waiting = line_after(" waits at ldmatrix.x1 at emulator_test.cpp:");
+  EXPECT_GT(reached, 0) << text;
+  EXPECT_GT(waiting, 0) << text;
+  EXPECT_NE(reached, waiting) << text;
 }
 
 __global__ void barrier_divergence_kernel(int* out) {
@@ -395,6 +428,31 @@ TEST(Faults, WarpSplitBetweenABarrierAndACollective) {
   EXPECT_EQ(fault(),
             "divergent warp collective: block (0,0,0) thread 16 (warp 0, lane 16) reaches "
             "shfl.sync while lane 0 waits at __syncthreads");
+}
+
+__global__ void barrier_sites_kernel(int* out) {
+  const int t = int(threadIdx.x);
+  if (t < 32)
+    __syncthreads();
+  else
+    __syncthreads();
+  out[t] = t;
+}
+
+TEST(Faults, ThreadsAtTwoDifferentBarriers) {
+  on_device<int> out(64);
+  FLASH_LAUNCH(barrier_sites_kernel, 1, 64, nullptr)(out.p);
+  EXPECT_FALSE(launch_ok());
+  EXPECT_TRUE(
+      fault().starts_with("divergent barrier: block (0,0,0) thread 32 (warp 1, lane 0) "
+                          "reaches __syncthreads at emulator_test.cpp:"))
+      << fault();
+}
+
+TEST(Faults, EmptyGridIsAnInvalidConfiguration) {
+  on_device<int> out(64);
+  FLASH_LAUNCH(barrier_sites_kernel, dim3(0), 64, nullptr)(out.p);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidConfiguration);
 }
 
 // ---- the tiled kernel under the machine's freedoms ----

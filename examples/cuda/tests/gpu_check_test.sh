@@ -19,10 +19,13 @@ grep -q "^gpu_check: no GPU here" <<<"$out" || fail "dry run did not stop at the
 [[ $(head -1 "$build/gpu_check_logs/shapes.tsv") == $'shape\tbatch\theads\tseq\thead_dim\tscale\tk_bnhs' ]] ||
   fail "flash_bench --shapes wrote no header"
 (($(wc -l <"$build/gpu_check_logs/shapes.tsv") == 10)) || fail "flash_bench --shapes: not 9 shapes"
-# Without --dry-run the missing GPU is an error.
-if bash "$here/gpu_check.sh" --build-dir "$build" --no-build >/dev/null 2>&1; then
-  fail "gpu_check.sh without a GPU exited 0"
-fi
+# Without --dry-run the missing GPU is an error (exit 2); so is a bad option.
+status=0
+out=$(bash "$here/gpu_check.sh" --build-dir "$build" --no-build 2>&1) || status=$?
+((status == 2)) && grep -q "^gpu_check: no GPU here" <<<"$out" || fail "no GPU, no --dry-run: exit $status: $out"
+status=0
+out=$(bash "$here/gpu_check.sh" --limit soon 2>&1) || status=$?
+[[ $status == 2 && $out == "gpu_check: --limit takes seconds, not 'soon'" ]] || fail "bad --limit: exit $status: $out"
 
 figures=$here/tools/figures.py
 printf 'shape\tfused_ms\tfused_tflops\tunfused_ms\nF5-TTS B2 N16 S256 H64\t0.0214\t25.1\t0.0802\nFA2 H128 S8192\t4.5\t305.4\t31.25\n' \

@@ -165,7 +165,7 @@ int main(int argc, char** argv) {
     cublasHandle_t blas;
     check_blas(cublasCreate(&blas), "cublasCreate");
     std::vector<figures> measured;
-    for (const shape& s : shapes) measured.push_back(bench(s, blas, quick ? 5 : 30));
+    for (const shape& s : shapes) measured.push_back(bench(s, blas, 30));
     cublasDestroy(blas);
     if (!tsv.empty()) {
       std::ofstream rows(tsv);

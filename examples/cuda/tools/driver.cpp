@@ -132,7 +132,6 @@ int main(int argc, char** argv) {
       const auto report = fusekit::rules::fuse_all(m, {}, attention);
       std::printf("fused %zu attention blocks\n", report.fusions.size());
     }
-    flash::infer_static_shapes(m.proto);
     const fusekit::graph g(m);
     const auto nodes = flash::fused_attention_nodes(g, a.dims);
     if (nodes.empty()) {

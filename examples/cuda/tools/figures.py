@@ -31,7 +31,7 @@ def millis(text: str | None) -> str:
     try:
         return f"{float(text):.3f}"
     except ValueError:
-        return text  # a backend's refusal, as torch_sdpa.py wrote it
+        return text.replace("|", "\\|")  # a backend's refusal, as torch_sdpa.py wrote it
 
 
 def table(gpu: str, bench: pathlib.Path, torch: pathlib.Path) -> str:

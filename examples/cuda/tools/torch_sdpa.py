@@ -77,7 +77,7 @@ def main(shapes_path: str, out_path: str) -> int:
                     with sdpa_kernel(backend):
                         row.append(time_ms(lambda: scaled_dot_product_attention(q, k, v, scale=float(s["scale"])), iterations))
                 except RuntimeError as e:
-                    row.append("refused: " + str(e).splitlines()[0][:120])
+                    row.append("refused: " + (str(e).splitlines() or [type(e).__name__])[0][:120])
             print("  ".join(row))
             out.writerow(row)
     return 0

@@ -1,2 +1,2 @@
-// src/launch.cu, unchanged, compiled by the host compiler for the emulator.
+// The emulator runs what nvcc compiles: src/launch.cu itself, for the host compiler.
 #include "../../src/launch.cu"

@@ -1,2 +1,2 @@
-// src/simple.cu, unchanged, compiled by the host compiler for the emulator.
+// The emulator runs what nvcc compiles: src/simple.cu itself, for the host compiler.
 #include "../../src/simple.cu"

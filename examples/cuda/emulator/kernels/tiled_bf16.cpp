@@ -1,2 +1,2 @@
-// src/tiled_bf16.cu, unchanged, compiled by the host compiler for the emulator.
+// The emulator runs what nvcc compiles: src/tiled_bf16.cu itself, for the host compiler.
 #include "../../src/tiled_bf16.cu"
