@@ -49,21 +49,27 @@ inline void __syncwarp(unsigned mask = 0xffffffffu,
   flash::emulator::sync_warp(mask, site);
 }
 
+namespace flash::emulator {
+template <class T>
+T shuffle_as(shuffle_mode mode, unsigned mask, T value, int lane_or_mask,
+             const std::source_location& site) {
+  static_assert(sizeof(T) == 4, "32-bit shuffles only");
+  return std::bit_cast<T>(
+      shuffle(mode, mask, std::bit_cast<std::uint32_t>(value), lane_or_mask, site));
+}
+}  // namespace flash::emulator
+
 template <class T>
 T __shfl_xor_sync(unsigned mask, T value, int lane_mask,
                   std::source_location site = std::source_location::current()) {
-  static_assert(sizeof(T) == 4, "32-bit shuffles only");
-  return std::bit_cast<T>(flash::emulator::shuffle(flash::emulator::shuffle_mode::bfly, mask,
-                                                   std::bit_cast<std::uint32_t>(value), lane_mask,
-                                                   site));
+  return flash::emulator::shuffle_as(flash::emulator::shuffle_mode::bfly, mask, value, lane_mask,
+                                     site);
 }
 template <class T>
 T __shfl_sync(unsigned mask, T value, int source_lane,
               std::source_location site = std::source_location::current()) {
-  static_assert(sizeof(T) == 4, "32-bit shuffles only");
-  return std::bit_cast<T>(flash::emulator::shuffle(flash::emulator::shuffle_mode::index, mask,
-                                                   std::bit_cast<std::uint32_t>(value), source_lane,
-                                                   site));
+  return flash::emulator::shuffle_as(flash::emulator::shuffle_mode::index, mask, value, source_lane,
+                                     site);
 }
 
 struct alignas(16) uint4 {

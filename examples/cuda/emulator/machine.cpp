@@ -48,8 +48,7 @@ const char* op_name(op o) {
 // What a lane brings to a warp-collective instruction, and where its results go.
 struct collective {
   op kind;
-  const char* file;  // the call site: lanes at different sites diverged
-  unsigned line, column;
+  std::source_location site;  // the call site: lanes at different sites diverged
   shuffle_mode mode;
   std::uint32_t value;
   int lane_or_mask;
@@ -328,13 +327,22 @@ std::string op_text(const collective& c) {
   return text;
 }
 
-std::string site_text(const char* file, unsigned line) {
-  const char* slash = std::strrchr(file, '/');
-  return std::string(slash ? slash + 1 : file) + ":" + std::to_string(line);
+std::string site_text(const std::source_location& site) {
+  const char* slash = std::strrchr(site.file_name(), '/');
+  return std::string(slash ? slash + 1 : site.file_name()) + ":" + std::to_string(site.line());
 }
 
-bool same_site(const std::source_location& a, const char* file, unsigned line, unsigned column) {
-  return a.line() == line && a.column() == column && std::strcmp(a.file_name(), file) == 0;
+bool same_site(const std::source_location& a, const std::source_location& b) {
+  return a.line() == b.line() && a.column() == b.column() &&
+         std::strcmp(a.file_name(), b.file_name()) == 0;
+}
+
+// A lane's collective, before its operands are filled in.
+collective at(op kind, const std::source_location& site) {
+  collective c{};
+  c.kind = kind;
+  c.site = site;
+  return c;
 }
 
 // Two lanes' collectives are one instruction when they are the same operation; the .aligned
@@ -343,7 +351,7 @@ bool same_site(const std::source_location& a, const char* file, unsigned line, u
 bool same_instruction(const collective& a, const collective& b) {
   if (a.kind != b.kind || a.count != b.count || a.trans != b.trans) return false;
   if (a.kind != op::ldmatrix && a.kind != op::mma) return true;
-  return a.line == b.line && a.column == b.column && std::strcmp(a.file, b.file) == 0;
+  return same_site(a.site, b.site);
 }
 
 // The calling lane reaches a warp-collective instruction: the warp goes on when all 32 lanes
@@ -364,8 +372,8 @@ void rendezvous(const collective& c, unsigned mask) {
            std::to_string(l) + " waits at __syncthreads");
     if (lanes[l].status == wait::collective && !same_instruction(lanes[l].op, c))
       fail("divergent warp collective: " + who(t) + " reaches " + op_text(c) + " at " +
-           site_text(c.file, c.line) + " while lane " + std::to_string(l) + " waits at " +
-           op_text(lanes[l].op) + " at " + site_text(lanes[l].op.file, lanes[l].op.line));
+           site_text(c.site) + " while lane " + std::to_string(l) + " waits at " +
+           op_text(lanes[l].op) + " at " + site_text(lanes[l].op.site));
   }
   t.op = c;
   if (++s.arrived[t.warp] < warp_lanes) {
@@ -539,12 +547,6 @@ extent block_index() { return m().block_index; }
 extent block_dim() { return m().block; }
 extent grid_dim() { return m().grid; }
 
-void set_site(collective& c, const std::source_location& site) {
-  c.file = site.file_name();
-  c.line = site.line();
-  c.column = site.column();
-}
-
 void sync_threads(std::source_location site) {
   const machine_code inside;
   machine& s = m();
@@ -555,10 +557,9 @@ void sync_threads(std::source_location site) {
       fail("divergent warp collective: " + who(t) + " reaches __syncthreads while lane " +
            std::to_string(l) + " waits at " + op_text(lanes[l].op));
   // One barrier instruction for the whole block: threads at another one took another branch.
-  if (s.at_barrier > 0 && !same_site(s.barrier_site, site.file_name(), site.line(), site.column()))
-    fail("divergent barrier: " + who(t) + " reaches __syncthreads at " +
-         site_text(site.file_name(), site.line()) + " while other threads wait at " +
-         site_text(s.barrier_site.file_name(), s.barrier_site.line()));
+  if (s.at_barrier > 0 && !same_site(s.barrier_site, site))
+    fail("divergent barrier: " + who(t) + " reaches __syncthreads at " + site_text(site) +
+         " while other threads wait at " + site_text(s.barrier_site));
   s.barrier_site = site;
   if (++s.at_barrier == s.live) {
     release_barrier();  // and the block goes on in the scheduler's order
@@ -570,18 +571,13 @@ void sync_threads(std::source_location site) {
 
 void sync_warp(unsigned mask, std::source_location site) {
   const machine_code inside;
-  collective c{};
-  c.kind = op::sync_warp;
-  set_site(c, site);
-  rendezvous(c, mask);
+  rendezvous(at(op::sync_warp, site), mask);
 }
 
 std::uint32_t shuffle(shuffle_mode mode, unsigned mask, std::uint32_t value, int lane_or_mask,
                       std::source_location site) {
   const machine_code inside;
-  collective c{};
-  c.kind = op::shuffle;
-  set_site(c, site);
+  collective c = at(op::shuffle, site);
   c.mode = mode;
   c.value = value;
   c.lane_or_mask = lane_or_mask;
@@ -663,9 +659,7 @@ void cp_async_wait(int newest_groups_left_pending) {
 void ldmatrix(int count, bool trans, std::uint32_t* registers, std::uint32_t address,
               std::source_location site) {
   const machine_code inside;
-  collective c{};
-  c.kind = op::ldmatrix;
-  set_site(c, site);
+  collective c = at(op::ldmatrix, site);
   c.count = count;
   c.trans = trans;
   c.address = address;
@@ -676,9 +670,7 @@ void ldmatrix(int count, bool trans, std::uint32_t* registers, std::uint32_t add
 void mma_m16n8k16(isa::input type, float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
                   std::uint32_t b1, const float (&c)[4], std::source_location site) {
   const machine_code inside;
-  collective instruction{};
-  instruction.kind = op::mma;
-  set_site(instruction, site);
+  collective instruction = at(op::mma, site);
   instruction.type = type;
   std::copy_n(a, 4, instruction.a);
   instruction.b[0] = b0;

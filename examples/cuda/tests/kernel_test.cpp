@@ -21,12 +21,8 @@ using testing::layout;
 
 double gpu_error(const problem& p, const kernel_choice& choice) {
   const testing::inputs in = testing::random_inputs(p, 11);
-  tools::device_tensor q(p.type, in.q), k(p.type, in.k), v(p.type, in.v);
-  tools::device_tensor o(p.type, std::size_t(o_extent(p)));
-  tools::check(attention_forward(p, {q.data(), k.data(), v.data(), o.data()}, choice, nullptr),
-               "launch");
-  tools::check(cudaDeviceSynchronize(), "kernel");
-  return testing::max_error(p, o.download(), reference(p, in.q.data(), in.k.data(), in.v.data()));
+  return testing::max_error(p, tools::forward(p, in.q, in.k, in.v, choice),
+                            reference(p, in.q.data(), in.k.data(), in.v.data()));
 }
 
 kernel_choice tiled(int slices, bool k_vectorized = true) {
@@ -120,12 +116,7 @@ TEST(Small, RowsWithNoVisibleKeyAreZeroNotNan) {
   const problem p =
       testing::make_problem(element::f16, 1, 1, 1, 70, 0, 64, 1.f, false, layout::bnsh);
   const testing::inputs in = testing::random_inputs(p, 1);
-  tools::device_tensor q(p.type, in.q), k(p.type, std::size_t(1)), v(p.type, std::size_t(1));
-  tools::device_tensor o(p.type, std::vector<float>(std::size_t(o_extent(p)), NAN));
-  tools::check(attention_forward(p, {q.data(), k.data(), v.data(), o.data()}, tiled(1), nullptr),
-               "launch");
-  tools::check(cudaDeviceSynchronize(), "kernel");
-  for (float x : o.download()) EXPECT_EQ(x, 0.f);
+  for (float x : tools::forward(p, in.q, {0.f}, {0.f}, tiled(1))) EXPECT_EQ(x, 0.f);
 }
 
 // The comparison has teeth: a causal reference against a non-causal run fails it.
@@ -133,15 +124,10 @@ TEST(Small, ToleranceDetectsAWrongMask) {
   problem p =
       testing::make_problem(element::f16, 1, 2, 2, 100, 100, 64, 0.125f, false, layout::bnsh);
   const testing::inputs in = testing::random_inputs(p, 3);
-  tools::device_tensor q(p.type, in.q), k(p.type, in.k), v(p.type, in.v);
-  tools::device_tensor o(p.type, std::size_t(o_extent(p)));
-  tools::check(attention_forward(p, {q.data(), k.data(), v.data(), o.data()}, tiled(1), nullptr),
-               "launch");
-  tools::check(cudaDeviceSynchronize(), "kernel");
+  const std::vector<float> out = tools::forward(p, in.q, in.k, in.v, tiled(1));
   p.causal = true;
-  EXPECT_GT(
-      testing::max_error(p, o.download(), reference(p, in.q.data(), in.k.data(), in.v.data())),
-      10 * testing::tolerance(element::f16));
+  EXPECT_GT(testing::max_error(p, out, reference(p, in.q.data(), in.k.data(), in.v.data())),
+            10 * testing::tolerance(element::f16));
 }
 
 TEST(Large, F5TtsAndSd3Shapes) {

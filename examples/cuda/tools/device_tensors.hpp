@@ -3,13 +3,16 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "flash/launch.hpp"
 #include "flash/problem.hpp"
+#include "flash/reference.hpp"
 #include "fusekit/graph/dtype.hpp"
 
 namespace flash::tools {
@@ -68,5 +71,18 @@ class device_tensor {
   std::size_t count_;
   void* data_ = nullptr;
 };
+
+// O of problem p with kernel `choice`, for q, k and v given as host floats of p's element type.
+// O starts as NaN, so that a row the kernel never writes shows.
+inline std::vector<float> forward(const problem& p, const std::vector<float>& q,
+                                  const std::vector<float>& k, const std::vector<float>& v,
+                                  const kernel_choice& choice) {
+  device_tensor dq(p.type, q), dk(p.type, k), dv(p.type, v);
+  device_tensor o(p.type, std::vector<float>(std::size_t(o_extent(p)), NAN));
+  check(attention_forward(p, {dq.data(), dk.data(), dv.data(), o.data()}, choice, nullptr),
+        "launch");
+  check(cudaDeviceSynchronize(), "kernel");
+  return o.download();
+}
 
 }  // namespace flash::tools
