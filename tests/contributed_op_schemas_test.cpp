@@ -80,6 +80,10 @@ TEST(ContributedOpSchemas, OnePerContributedOp) {
     EXPECT_EQ(schema->domain(), domain);
     EXPECT_EQ(schema->since_version(), 1) << name;
     EXPECT_TRUE(schema >= schemas.data() && schema < schemas.data() + schemas.size()) << name;
+    // The op table's input counts are the contract's: a pattern's arity check agrees with the
+    // checker's.
+    EXPECT_EQ(op.min_inputs, schema->min_input()) << name;
+    EXPECT_EQ(op.max_inputs, schema->max_input()) << name;
   }
 }
 

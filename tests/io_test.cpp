@@ -21,6 +21,7 @@
 #include "fusekit/io/error.hpp"
 #include "fusekit/io/external_data.hpp"
 #include "fusekit/io/model.hpp"
+#include "fusekit/rewrite/invariants.hpp"
 #include "test_support.hpp"
 
 namespace fs = std::filesystem;
@@ -321,7 +322,7 @@ TEST_F(Io, TooNewIrVersionIsRejected) {
   m.set_ir_version(99);
   EXPECT_EQ(load_error(m),
             path("model.onnx").string() +
-                ": ir_version: IR version 99 is not supported (fusekit reads 3 to 12)");
+                ": ir_version: IR version 99 is not supported (fusekit reads 3 to 14)");
 }
 
 TEST_F(Io, TooOldIrVersionIsRejected) {
@@ -330,7 +331,7 @@ TEST_F(Io, TooOldIrVersionIsRejected) {
   m.set_ir_version(2);
   EXPECT_EQ(load_error(m),
             path("model.onnx").string() +
-                ": ir_version: IR version 2 is not supported (fusekit reads 3 to 12)");
+                ": ir_version: IR version 2 is not supported (fusekit reads 3 to 14)");
 }
 
 TEST_F(Io, OldestAndNewestSupportedIrVersionsLoad) {
@@ -471,6 +472,36 @@ TEST_F(Io, SaveLoadSaveIsByteStable) {
   EXPECT_EQ(read_bytes(path("a.onnx")), fusekit::detail::serialize_deterministic(b.build()));
 }
 
+TEST_F(Io, NarrowTypesRoundTripAndAreNamed) {
+  // A weight-only quantised model as converters write it: int4 weights, a float8 scale, a Cast to
+  // float8e8m0. Every element type of the current proto is read, kept and named.
+  model_builder b(23);
+  auto x = b.input("x", dtype::float32, {2, 4});
+  auto w = b.initializer("w", dtype::float32, {4}, {0, 0, 0, 0});
+  onnx::TensorProto& packed = *b.proto().mutable_initializer(0);
+  packed.set_data_type(static_cast<int>(dtype::int4));
+  packed.set_raw_data(std::string("\x78\x0f", 2));  // -8, 7, -1, 0
+  auto scale = b.initializer("scale", dtype::float32, {}, {0});
+  b.proto().mutable_initializer(1)->set_data_type(static_cast<int>(dtype::float8e4m3fn));
+  b.proto().mutable_initializer(1)->set_raw_data(std::string(1, '\x38'));
+  auto weights = b.op("DequantizeLinear", {w, scale}, {}, {.name = "dequantize"});
+  auto cast = b.op("Cast", {x}, {{"to", dtype::float8e8m0}}, {.name = "to_e8m0"});
+  b.output(b.op("Mul", {x, weights}), dtype::float32, {2, 4});
+  b.output(cast, dtype::float8e8m0, {2, 4});
+  fusekit::save_model(b.build_model(), path("a.onnx"));
+  const fusekit::model m = fusekit::load_model(path("a.onnx"));
+  fusekit::save_model(m, path("b.onnx"));
+  EXPECT_EQ(read_bytes(path("a.onnx")), read_bytes(path("b.onnx")));
+  const fusekit::graph g(m);
+  EXPECT_EQ(fusekit::dtype_name(g.type(*g.find_value("w"))), "int4");
+  EXPECT_EQ(fusekit::dtype_name(g.type(*g.find_value("scale"))), "float8e4m3fn");
+  EXPECT_EQ(fusekit::dtype_name(g.type(*g.find_value("to_e8m0"))), "float8e8m0");
+  const fusekit::tensor_values weights_read(m.proto.graph().initializer(0));
+  EXPECT_EQ(weights_read.as_int64(0), -8);
+  EXPECT_EQ(weights_read.as_int64(2), -1);
+  EXPECT_EQ(fusekit::rewrite::checker_error(m), "");
+}
+
 TEST_F(Io, SaveIntoMissingDirectoryLeavesNothing) {
   // The staged file cannot be created; the error names the file asked for, not the temp.
   const fs::path file = path("missing") / "a.onnx";
@@ -599,7 +630,7 @@ TEST_F(Io, ParseModelNamesMemoryInErrors) {
   onnx::ModelProto m = small_builder().build();
   m.set_ir_version(99);
   EXPECT_EQ(error_of([&] { fusekit::parse_model(m.SerializeAsString()); }),
-            "<memory>: ir_version: IR version 99 is not supported (fusekit reads 3 to 12)");
+            "<memory>: ir_version: IR version 99 is not supported (fusekit reads 3 to 14)");
 }
 
 }  // namespace

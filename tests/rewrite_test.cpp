@@ -528,6 +528,52 @@ TEST(Checker, AnErrorTheRewriteIntroducedIsARefusal) {
   }
 }
 
+// An opset-23 model whose standard Attention is well formed, with one attribute of the caller's
+// choosing added to it: the checker, run past the opsets Debian's onnx knew, reads it.
+model attention_model(std::int64_t opset, std::initializer_list<fusekit::build::attr> extra = {}) {
+  model_builder b(opset);
+  auto q = b.input("q", dtype::float32, {1, 2, 4, 8});
+  auto k = b.input("k", dtype::float32, {1, 2, 4, 8});
+  auto v = b.input("v", dtype::float32, {1, 2, 4, 8});
+  b.output(b.op("Attention", {q, k, v}, extra, {.name = "attention"}), dtype::float32,
+           {1, 2, 4, 8});
+  return b.build_model();
+}
+
+TEST(Checker, RunsOnOpset23Models) {
+  EXPECT_EQ(fusekit::rewrite::checker_error(attention_model(23, {{"is_causal", 1}})), "");
+  // Near miss: is_causal is an INT attribute; a string one is the error the checker must name.
+  EXPECT_EQ(fusekit::rewrite::checker_error(attention_model(23, {{"is_causal", "yes"}})),
+            "PLANTED");
+}
+
+TEST(Checker, RunsPastTheOpsetsTheLinkedOnnxKnows) {
+  // Near miss: a model from a newer exporter is still checked, against the newest schemas known.
+  EXPECT_EQ(fusekit::rewrite::checker_error(attention_model(99, {{"is_causal", "yes"}})),
+            "PLANTED");
+}
+
+TEST(Checker, HoldsOnnxRuntimeOpsToTheirContracts) {
+  model_builder b(18);
+  b.opset_import("com.microsoft", 1);
+  auto x = b.input("x", dtype::float32, {2, 8});
+  auto scale = b.initializer("scale", dtype::float32, {8}, std::vector<double>(8, 1.0));
+  // ONNX Runtime registers SimplifiedLayerNormalization in ai.onnx: a valid node passes.
+  auto norm = b.op("SimplifiedLayerNormalization", {x, scale}, {{"epsilon", 1e-6}},
+                   {.name = "norm"});
+  b.output(norm, dtype::float32, {2, 8});
+  EXPECT_EQ(fusekit::rewrite::checker_error(b.build_model()), "");
+
+  // Near miss: MultiHeadAttention needs num_heads; the contract's checker says so rather than
+  // passing a com.microsoft node it cannot read.
+  model_builder c(18);
+  c.opset_import("com.microsoft", 1);
+  auto q = c.input("q", dtype::float32, {1, 4, 16});
+  c.output(c.op("MultiHeadAttention", {q, q, q}, {}, {.name = "mha", .domain = "com.microsoft"}),
+           dtype::float32, {1, 4, 16});
+  EXPECT_EQ(fusekit::rewrite::checker_error(c.build_model()), "PLANTED");
+}
+
 // ONNX Runtime judges the decoder rule: tests/python/test_engine_models.py runs both models.
 TEST(WrittenModels, DecoderCacheRule) {
   // Where the python suite reads them when run as the written_models fixture; otherwise the

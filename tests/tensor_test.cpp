@@ -172,6 +172,66 @@ TEST(TensorValues, Float8IsNotNumeric) {
   EXPECT_EQ(fusekit::scalar_value(t), std::nullopt);
 }
 
+// Packed integers, as the proto stores them: the first element in the low bits of the byte (or the
+// int32_data entry), the last byte padded.
+onnx::TensorProto packed_tensor(dtype type, std::int64_t count, const std::string& raw) {
+  onnx::TensorProto t;
+  t.set_name("w");
+  t.set_data_type(static_cast<int>(type));
+  t.add_dims(count);
+  t.set_raw_data(raw);
+  return t;
+}
+
+TEST(TensorValues, PackedIntegersAreReadLowBitsFirst) {
+  // 0x78 0x0F: the nibbles 8, 7, F and a padding 0.
+  const std::string raw("\x78\x0f", 2);
+  const onnx::TensorProto int4 = packed_tensor(dtype::int4, 3, raw);
+  const fusekit::tensor_values signed_values(int4);
+  EXPECT_TRUE(signed_values.is_numeric());
+  EXPECT_EQ(signed_values.as_int64(0), -8);
+  EXPECT_EQ(signed_values.as_int64(1), 7);
+  EXPECT_EQ(signed_values.as_int64(2), -1);
+  const onnx::TensorProto uint4 = packed_tensor(dtype::uint4, 3, raw);
+  EXPECT_EQ(fusekit::tensor_values(uint4).as_int64(0), 8);
+  EXPECT_EQ(fusekit::tensor_values(uint4).as_double(2), 15.0);
+  // Four 2-bit elements a byte: 0b11'10'01'00.
+  const onnx::TensorProto int2 = packed_tensor(dtype::int2, 4, std::string(1, '\xe4'));
+  EXPECT_EQ(fusekit::tensor_values(int2).as_int64(2), -2);
+  EXPECT_EQ(fusekit::tensor_values(int2).as_int64(3), -1);
+  const onnx::TensorProto uint2 = packed_tensor(dtype::uint2, 4, std::string(1, '\xe4'));
+  EXPECT_EQ(fusekit::tensor_values(uint2).as_int64(3), 3);
+  // The same int4 in int32_data: two elements an entry.
+  onnx::TensorProto fields = int4;
+  fields.clear_raw_data();
+  fields.add_int32_data(0x78);
+  fields.add_int32_data(0x0f);
+  EXPECT_EQ(fusekit::tensor_values(fields).as_int64(0), -8);
+  EXPECT_EQ(fusekit::tensor_values(fields).as_int64(2), -1);
+}
+
+TEST(TensorValues, PackedDataOfAnotherLengthIsRefused) {
+  // Near miss: three int4 take two bytes; three bytes are the data of five or six.
+  const onnx::TensorProto long_raw = packed_tensor(dtype::int4, 3, std::string(3, '\0'));
+  EXPECT_EQ(error_of([&] { fusekit::tensor_values{long_raw}; }),
+            "initializer 'w': shape holds 3 elements of int4, packed in 2 bytes, but its data has "
+            "3");
+  // Near miss: int32_data holds two int4 an entry, so three elements need two entries, not three.
+  onnx::TensorProto fields = packed_tensor(dtype::int4, 3, "");
+  fields.clear_raw_data();
+  for (int i = 0; i < 3; ++i) fields.add_int32_data(0);
+  EXPECT_EQ(error_of([&] { fusekit::tensor_values{fields}; }),
+            "initializer 'w': shape holds 3 elements of int4, packed in 2 int32_data entries, but "
+            "its data has 3");
+  // Near miss: a float6 is 6 bits, so four take three bytes.
+  const onnx::TensorProto float6 = packed_tensor(dtype::float6e2m3, 4, std::string(4, '\0'));
+  EXPECT_EQ(error_of([&] { fusekit::tensor_values{float6}; }),
+            "initializer 'w': shape holds 4 elements of float6e2m3, packed in 3 bytes, but its data "
+            "has 4");
+  EXPECT_FALSE(fusekit::tensor_values(packed_tensor(dtype::float6e2m3, 4, std::string(3, '\0')))
+                   .is_numeric());
+}
+
 TEST(TensorValues, ComplexHoldsTwoNumbersPerElement) {
   // A valid complex128 scalar in double_data: two doubles, one element, and not a number to read.
   onnx::TensorProto t;

@@ -8,8 +8,8 @@
 
 namespace fusekit {
 
-// Values are TensorProto.DataType's, so a proto's data_type converts with a cast. Listed in full
-// (float8/int4 included) because models carry types newer than the protos fusekit is built with.
+// Values are TensorProto.DataType's, so a proto's data_type converts with a cast: every type of the
+// linked onnx release's proto (a test compares the two).
 enum class dtype : std::int32_t {
   undefined = 0,
   float32 = 1,
@@ -35,6 +35,11 @@ enum class dtype : std::int32_t {
   uint4 = 21,
   int4 = 22,
   float4e2m1 = 23,
+  float8e8m0 = 24,
+  uint2 = 25,
+  int2 = 26,
+  float6e2m3 = 27,
+  float6e3m2 = 28,
 };
 
 constexpr std::string_view dtype_name(dtype t) {
@@ -87,6 +92,16 @@ constexpr std::string_view dtype_name(dtype t) {
       return "int4";
     case dtype::float4e2m1:
       return "float4e2m1";
+    case dtype::float8e8m0:
+      return "float8e8m0";
+    case dtype::uint2:
+      return "uint2";
+    case dtype::int2:
+      return "int2";
+    case dtype::float6e2m3:
+      return "float6e2m3";
+    case dtype::float6e3m2:
+      return "float6e3m2";
   }
   return "unknown";
 }
@@ -100,7 +115,8 @@ constexpr bool is_integer(dtype t) {
          t == dtype::uint64 || t == dtype::uint32 || t == dtype::uint16 || t == dtype::uint8;
 }
 
-// Bytes per element in raw_data; 0 for types that are not byte-addressable (string, 4-bit).
+// Bytes per element in raw_data; 0 for types that are not byte-addressable (string, 2-, 4- and
+// 6-bit types).
 constexpr std::size_t dtype_size(dtype t) {
   switch (t) {
     case dtype::uint8:
@@ -110,6 +126,7 @@ constexpr std::size_t dtype_size(dtype t) {
     case dtype::float8e4m3fnuz:
     case dtype::float8e5m2:
     case dtype::float8e5m2fnuz:
+    case dtype::float8e8m0:
       return 1;
     case dtype::uint16:
     case dtype::int16:
@@ -129,6 +146,32 @@ constexpr std::size_t dtype_size(dtype t) {
       return 16;
     default:
       return 0;
+  }
+}
+
+// The integer types narrower than a byte, packed in raw_data and int32_data (int4: two a byte).
+constexpr bool is_packed_integer(dtype t) {
+  return t == dtype::int4 || t == dtype::uint4 || t == dtype::int2 || t == dtype::uint2;
+}
+
+// Bits per element in raw_data; 0 for string.
+constexpr std::size_t dtype_bits(dtype t) {
+  switch (t) {
+    case dtype::uint2:
+    case dtype::int2:
+      return 2;
+    case dtype::uint4:
+    case dtype::int4:
+    case dtype::float4e2m1:
+      return 4;
+    case dtype::float6e2m3:
+    case dtype::float6e3m2:
+      return 6;
+    case dtype::string:
+    case dtype::undefined:
+      return 0;
+    default:
+      return 8 * dtype_size(t);
   }
 }
 

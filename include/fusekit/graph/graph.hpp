@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fusekit/graph/contributed_op_schemas.hpp"
 #include "fusekit/graph/dtype.hpp"
 #include "fusekit/graph/name_table.hpp"
 #include "fusekit/graph/op_table.hpp"
@@ -633,8 +634,8 @@ class graph {
     for (op_id id = 0; id < shared.ops.size(); ++id) {
       const std::int64_t version = opset(shared.ops.domain(id));
       if (version <= 0 || id >= shared.used_ops.size() || !shared.used_ops[id]) continue;
-      const auto* schema = onnx::OpSchemaRegistry::Schema(
-          std::string(shared.ops.name(id)), int(version), std::string(shared.ops.domain(id)));
+      const auto* schema = schemas().GetSchema(std::string(shared.ops.name(id)), int(version),
+                                               std::string(shared.ops.domain(id)));
       if (schema == nullptr) continue;
       for (const auto& [name, attr] : schema->attributes())
         if (attr.default_value.type() != onnx::AttributeProto_AttributeType_UNDEFINED)

@@ -1,6 +1,6 @@
 // ONNX's own type-and-shape rule of one node, run on what the facts know of its inputs.
 //
-// libonnx carries the standard's shape rule for every op of ai.onnx, per opset, with data
+// onnx carries the standard's shape rule for every op of ai.onnx, per opset, with data
 // propagation for the ops that compute shapes. The facts oracle has rules of its own for the ops
 // whose dims it follows symbolically (sums, products, quotients of named dims) and folds; every
 // other op gets ONNX's rule here. What goes in: each input's element type, its dims (a constant as
@@ -40,20 +40,6 @@ struct schema_input {
 using schema_outputs = std::vector<std::optional<std::vector<sym>>>;
 
 namespace detail {
-
-// Ops whose shape rule changed at the opset named in a way the rule of an older opset gets wrong
-// (axes moved from an attribute to an input, a new attribute that changes the output's dims). A
-// libonnx that stops before that opset must not answer for a model past it.
-struct shape_rule_change {
-  std::string_view op;
-  int opset;
-};
-inline constexpr shape_rule_change shape_rule_changes[] = {
-    {"ReduceL1", 18},        {"ReduceL2", 18},    {"ReduceLogSum", 18}, {"ReduceLogSumExp", 18},
-    {"ReduceMax", 18},       {"ReduceMean", 18},  {"ReduceMin", 18},    {"ReduceProd", 18},
-    {"ReduceSumSquare", 18}, {"Split", 18},       {"Pad", 18},          {"Resize", 18},
-    {"LpPool", 18},          {"AveragePool", 19}, {"DFT", 20},          {"GridSample", 20},
-};
 
 class schema_context final : public onnx::InferenceContext {
  public:
@@ -215,26 +201,22 @@ class schema_context final : public onnx::InferenceContext {
 
 }  // namespace detail
 
-// The highest opset of ai.onnx whose rules the linked libonnx knows.
+// The highest opset of ai.onnx whose rules the linked onnx release knows.
 inline int schema_registry_opset() {
   const auto& map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
   const auto it = map.find(onnx::ONNX_DOMAIN);
   return it == map.end() ? 0 : it->second.second;
 }
 
-// ONNX's rule for `node` at `opset` of ai.onnx, or nullopt when libonnx has none it can vouch for
-// (unknown op, a subgraph-carrying op, a rule that changed after the registry's last opset) or the
-// rule refused the inputs.
+// ONNX's rule for `node` at `opset` of ai.onnx, or nullopt when the linked onnx release has none it
+// can vouch for (unknown op, a subgraph-carrying op, an opset newer than the release, whose rules
+// may have changed) or the rule refused the inputs.
 inline std::optional<schema_outputs> schema_shapes(const onnx::NodeProto& node, std::int64_t opset,
                                                    std::span<const schema_input> inputs) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") return std::nullopt;
   for (const auto& a : node.attribute())
     if (a.has_g() || a.graphs_size() > 0) return std::nullopt;
-  const int known = schema_registry_opset();
-  if (opset > known)
-    for (const auto& change : detail::shape_rule_changes)
-      if (change.op == node.op_type() && change.opset > known && change.opset <= opset)
-        return std::nullopt;
+  if (opset > schema_registry_opset()) return std::nullopt;
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(node.op_type(), int(opset), onnx::ONNX_DOMAIN);
   if (schema == nullptr || !schema->has_type_and_shape_inference_function()) return std::nullopt;

@@ -1,5 +1,7 @@
 // Reading the elements of a TensorProto whatever way it stores them: raw_data (little-endian),
-// the typed repeated fields (float16/bfloat16 bits live in int32_data), or an external file.
+// the typed repeated fields (float16/bfloat16 bits live in int32_data), or an external file; the
+// 2- and 4-bit integers packed from the low bits up, as many to a byte (or an int32_data entry) as
+// fit.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -24,10 +26,20 @@ inline std::int64_t element_count(const onnx::TensorProto& t) {
   return n;
 }
 
-// The types tensor_values decodes as numbers; float8 and complex are not among them.
+// The types tensor_values decodes as numbers; the 8-, 6- and 4-bit floats and complex are not
+// among them.
 inline bool reads_as_numbers(dtype t) {
   return is_float(t) || t == dtype::boolean || (t >= dtype::uint8 && t <= dtype::int64) ||
-         t == dtype::uint32 || t == dtype::uint64;
+         t == dtype::uint32 || t == dtype::uint64 || is_packed_integer(t);
+}
+
+// The bytes raw_data takes for `n` elements of `t`, the last one padded; -1 for string or when the
+// count overflows.
+inline std::int64_t raw_bytes(dtype t, std::int64_t n) {
+  const std::int64_t bits = static_cast<std::int64_t>(dtype_bits(t));
+  std::int64_t total = 0;
+  if (bits == 0 || __builtin_mul_overflow(n, bits, &total)) return -1;
+  return total / 8 + (total % 8 != 0);
 }
 
 class tensor_values {
@@ -92,6 +104,11 @@ class tensor_values {
       case dtype::uint32:
       case dtype::uint64:
         return static_cast<std::int64_t>(as_uint64(k));
+      case dtype::uint4:
+      case dtype::int4:
+      case dtype::uint2:
+      case dtype::int2:
+        return packed(k);
       case dtype::float32:
       case dtype::float64:
       case dtype::float16:
@@ -110,6 +127,21 @@ class tensor_values {
     T v;
     std::memcpy(&v, raw_.data() + i * sizeof(T), sizeof(T));
     return v;
+  }
+
+  // Element i of a packed integer type: its bits of the byte (raw_data) or of the int32_data entry
+  // that holds it, sign-extended for int4 and int2.
+  std::int64_t packed(std::size_t i) const {
+    const std::size_t bits = dtype_bits(type_);
+    const std::size_t per_byte = 8 / bits;
+    const std::uint32_t holder = raw_.empty()
+                                     ? std::uint32_t(tensor_->int32_data(int(i / per_byte)))
+                                     : std::uint8_t(raw_[i / per_byte]);
+    const std::uint32_t field = (holder >> (i % per_byte * bits)) & ((1u << bits) - 1);
+    const bool is_signed = type_ == dtype::int4 || type_ == dtype::int2;
+    if (is_signed && (field >> (bits - 1)) != 0)
+      return std::int64_t(field) - (std::int64_t(1) << bits);
+    return field;
   }
 
   std::uint16_t bits16(std::size_t i) const {
@@ -153,11 +185,30 @@ class tensor_values {
   void check_size() const {
     if (size_ < 0)
       throw tensor_error(*tensor_, "has a negative dimension or more elements than int64 holds");
+    if (dtype_size(type_) == 0 && dtype_bits(type_) != 0) return check_packed_size();
     const std::int64_t stored = stored_count();
     if (stored >= 0 && stored != size_)
       throw tensor_error(*tensor_, "shape holds " + std::to_string(size_) +
                                        " elements but its data holds " + std::to_string(stored) +
                                        " of " + std::string(dtype_name(type_)));
+  }
+
+  // Types narrower than a byte: raw_data holds them packed, int32_data as many an entry as fit in a
+  // byte (one float6 an entry).
+  void check_packed_size() const {
+    const bool raw = !raw_.empty() || tensor_->has_raw_data() || is_external(*tensor_);
+    const std::int64_t bits = static_cast<std::int64_t>(dtype_bits(type_));
+    const std::int64_t per_entry = bits == 6 ? 1 : 8 / bits;
+    const std::int64_t needed =
+        raw ? raw_bytes(type_, size_) : size_ / per_entry + (size_ % per_entry != 0);
+    const std::int64_t stored =
+        raw ? static_cast<std::int64_t>(raw_.size()) : tensor_->int32_data_size();
+    if (needed != stored)
+      throw tensor_error(*tensor_, "shape holds " + std::to_string(size_) + " elements of " +
+                                       std::string(dtype_name(type_)) + ", packed in " +
+                                       std::to_string(needed) +
+                                       (raw ? " bytes" : " int32_data entries") +
+                                       ", but its data has " + std::to_string(stored));
   }
 
   const onnx::TensorProto* tensor_;

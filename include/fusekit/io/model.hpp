@@ -27,9 +27,9 @@
 
 namespace fusekit {
 
-// IR versions fusekit understands: 3 (ONNX 1.0 with opset imports) to 12 (ONNX 1.20).
+// IR versions fusekit understands: 3 (ONNX 1.0 with opset imports) to the linked onnx release's.
 inline constexpr std::int64_t min_ir_version = 3;
-inline constexpr std::int64_t max_ir_version = 12;
+inline constexpr std::int64_t max_ir_version = onnx::IR_VERSION;
 
 struct model {
   onnx::ModelProto proto;

@@ -1,20 +1,26 @@
 // The invariants every rewrite keeps: every input has a producer, no cycles, no name defined twice
 // (the index checks these as it is built, function_body_error the first in the bodies of
-// model-local functions), and the ONNX checker passes where libonnx knows the
-// model's opsets — unless the model came in failing it already: ONNX Runtime runs many models the
-// checker rejects (an output with no shape, an empty graph name, nodes out of order), and fusing
-// them is no reason to refuse. Every message is one line.
+// model-local functions), and the ONNX checker passes — on every model, whatever its opsets, with
+// the contributed ops' nodes checked against their contracts — unless the model came in failing it
+// already: ONNX Runtime runs many models the checker rejects (an output with no shape, an empty
+// graph name, nodes out of order), and fusing them is no reason to refuse. Every message is one
+// line.
 #pragma once
 
 #include <onnx/checker.h>
+#include <onnx/common/version.h>
 #include <onnx/defs/schema.h>
 
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <unordered_set>
 
+#include "fusekit/graph/contributed_op_schemas.hpp"
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/schema_inference.hpp"
 #include "fusekit/io/error.hpp"
 #include "fusekit/io/model.hpp"
 
@@ -34,19 +40,63 @@ inline std::string one_line(std::string_view text) {
   return out;
 }
 
-// What the ONNX checker says against `m`, on one line; "" when it accepts the model or does not
-// know the model's ai.onnx opset.
+// onnx::checker::check_model's checks, with fusekit's schemas: onnx's own and the contributed
+// ops' contracts, so that a node of ONNX Runtime's ops is checked rather than failed (ai.onnx) or
+// passed unread (com.microsoft). onnx's check_model takes no registry, so its model-level checks
+// are repeated here before the graph and the local functions are checked.
+inline void check_model(const onnx::ModelProto& proto) {
+  onnx::checker::CheckerContext ctx;
+  ctx.set_schema_registry(&schemas());
+  if (proto.ir_version() == 0) fail_check("The model does not have an ir_version set properly.");
+  if (proto.ir_version() > onnx::IR_VERSION)
+    fail_check("Your model ir_version ", proto.ir_version(), " is higher than the checker's (",
+               onnx::IR_VERSION, ").");
+  std::unordered_set<std::string_view> keys;
+  for (const auto& entry : proto.metadata_props())
+    if (!keys.insert(entry.key()).second)
+      fail_check("Your model has duplicate keys in metadata_props.");
+  ctx.set_ir_version(static_cast<int>(proto.ir_version()));
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& o : proto.opset_import()) {
+    if (o.version() < std::numeric_limits<int>::min() ||
+        o.version() > std::numeric_limits<int>::max())
+      fail_check("Opset import version ", o.version(), " is out of supported range");
+    opsets[o.domain()] = static_cast<int>(o.version());
+  }
+  if (proto.ir_version() >= 3 && opsets.empty())
+    fail_check("model with IR version >= 3 must specify opset_import for ONNX");
+  if (proto.ir_version() < 3) {
+    if (!opsets.empty()) fail_check("model with IR version < 3 cannot have opset_import specified");
+    opsets[onnx::ONNX_DOMAIN] = 1;
+  }
+  ctx.set_opset_imports(opsets);
+  const onnx::checker::LexicalScopeContext scope;
+  onnx::checker::check_graph(proto.graph(), ctx, scope);
+  if (ctx.get_ir_version() >= 8) onnx::checker::check_model_local_functions(proto, ctx, scope);
+}
+
+// What the ONNX checker says against `m`, on one line; "" when it accepts the model.
 inline std::string checker_error(const model& m) {
-  const auto& versions = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
-  for (const auto& o : m.proto.opset_import())
-    if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() > versions.at("").second)
-      return {};
   try {
-    onnx::checker::check_model(m.proto);
+    check_model(m.proto);
   } catch (const std::exception& e) {
     return one_line(e.what());
   }
   return {};
+}
+
+// The note a model past the linked onnx release's ai.onnx opsets gets: the checker read it against
+// the newest schemas the release has, and the facts used none of ONNX's shape rules, which that
+// opset may have changed.
+inline std::optional<std::string> newer_opset_note(const model& m) {
+  const int known = schema_registry_opset();
+  for (const auto& o : m.proto.opset_import())
+    if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() > known)
+      return "ai.onnx opset " + std::to_string(o.version()) + " is newer than onnx " +
+             ONNX_VERSION_STRING + " knows (" + std::to_string(known) + "): the ONNX checker read " +
+             "it with opset " + std::to_string(known) + "'s schemas, and no shape fact came from " +
+             "ONNX's shape rules";
+  return std::nullopt;
 }
 
 // The index's first invariant for the bodies of model-local functions, which it does not build:
