@@ -55,16 +55,10 @@ def _is_model_proto(model: Any) -> bool:
     return t.__name__ == "ModelProto" and t.__module__.startswith("onnx")
 
 
-def _onnx():
-    try:
-        import onnx
-    except ImportError as e:  # pragma: no cover - depends on the environment
-        raise ImportError("returning a ModelProto needs the onnx package: pip install onnx") from e
-    return onnx
-
-
 def _load_proto(data: bytes, directory: Optional[str]) -> "onnx.ModelProto":
-    onnx = _onnx()
+    # Imported here, where a ModelProto is returned: bytes in, bytes out does without it.
+    import onnx
+
     model = onnx.ModelProto()
     model.ParseFromString(data)
     if directory is not None:

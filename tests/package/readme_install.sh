@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The README's build-and-install lines, verbatim, in a fresh copy of the source tree
+# (tests/package/readme.sh), installing under DESTDIR instead of onto the machine; then what they
+# installed: the license, a working fusekit tool, and the CMake package as a project of its own
+# uses it (tests/package/consumer: find_package(fusekit), both targets linked and run).
+# Usage: tests/package/readme_install.sh WORK_DIR ONNX_VERSION
+#   ONNX_VERSION: the onnx release the build finds (ctest passes it), which `fusekit --version`
+#   must name.
+# Time on a 2-core machine: about the README's build time and a minute more. Nothing stays behind
+# after a success.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+work=$(realpath -m "$1")
+onnx_version=$2
+version=$(sed -n 's/^project(fusekit VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
+rm -rf "$work"
+
+DESTDIR=$work/destdir bash "$root/tests/package/readme.sh" "$work/readme" install
+prefix=$work/destdir/usr/local
+echo "the README's build tree holds $(du -sh "$work/readme/src/build" | cut -f1)"
+
+echo "== the installed files"
+cmp "$root/LICENSE" "$prefix/share/doc/fusekit/LICENSE"
+echo "the license: $prefix/share/doc/fusekit/LICENSE"
+said=$("$prefix/bin/fusekit" --version)
+[ "$said" = "fusekit $version (onnx $onnx_version)" ] || {
+  echo "readme_install.sh: the installed fusekit --version says '$said'" >&2
+  exit 1
+}
+echo "the tool: $said"
+
+echo "== a project of its own, with find_package(fusekit)"
+cmake -S "$root/tests/package/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release --log-level=WARNING
+cmake --build "$work/consumer"
+"$work/consumer/consumer"
+
+rm -rf "$work"
