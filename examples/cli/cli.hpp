@@ -26,47 +26,109 @@
 #include <string_view>
 #include <vector>
 
+#include <onnx/common/version.h>
 #include <nlohmann/json.hpp>
 
 #include "dit_model.hpp"
 #include "fusekit/rewrite/inline_functions.hpp"
 #include "fusekit/rules/all.hpp"
 
+// The build defines it as the CMake project's version; `fusekit --version` prints it.
+#ifndef FUSEKIT_VERSION
+#error "FUSEKIT_VERSION is not defined: compile with -DFUSEKIT_VERSION=\"X.Y.Z\""
+#endif
+
 namespace fusekit::cli {
 
 namespace detail {
 
-inline constexpr std::string_view usage = R"(usage:
-  fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--target ort|onnx] [--report R.json]
-                                   [--explain] [--dry-run] [--num-heads N] [--quiet]
-  fusekit inspect IN.onnx [--shapes [--json]]
-  fusekit explain IN.onnx --node NAME [--dot FILE] [--target ort|onnx] [--num-heads N]
-  fusekit demo [--target ort|onnx]
-  fusekit --help
+// The help: an overview (`fusekit --help`, or after a wrong command line that names no command)
+// and one page per command (`fusekit COMMAND --help`, or after a wrong command line for it).
+inline constexpr std::string_view overview = R"(usage: fusekit COMMAND ARGS...
 
-fuse      rewrites every block a rule matches and reports, per rule, what fused (scale, heads,
-          casts removed) and each near miss with the reason it did not fuse.
-          --rules     comma-separated rule names (see inspect), default all
-          --target    ort: com.microsoft.MultiHeadAttention (default); onnx: ai.onnx Attention,
-                      only for models that already import opset 23 or later
-          --explain   report every anchor each rule tried, not only near misses
-          --dry-run   report only, write nothing
-inspect   op histogram, opsets, dtypes, the attention-like blocks and what the rules make of them
-          --shapes    instead, every value's facts: dtype, dims and the folded contents of small
-                      tensors, one line each; subgraph values as GRAPH/VALUE; the bodies of
-                      model-local functions inlined at each call, as CALL/VALUE_k
-          --json      with --shapes: one JSON object keyed by value name, {"dtype": "float32",
-                      "dims": [2, "batch*4", null], "value": [1.0]}; a dim is an integer, a
-                      sympy expression over the model's dim_params, or null (unknown, or a size
-                      no dim_param names); "dims" is null when the rank is unknown; "value" only
-                      where folded, non-finite reals as "inf", "-inf", "nan"
-explain   what each rule made of the blocks around one node; --dot writes a Graphviz picture of
-          them, matched nodes green, the failing node red
-demo      fuses the bundled sample model (a 2-layer F5-TTS-like DiT in float16) and reports
+commands:
+  fuse      rewrite every attention block the rules match; report what fused and each near miss
+  inspect   a model's ops, opsets, dtypes and attention blocks, or every value's shape facts
+  explain   what each rule made of the blocks around one node, as text and a Graphviz picture
+  demo      fuse the bundled sample model (a 2-layer F5-TTS-like DiT in float16) and report
 
+  fusekit COMMAND --help   the command's arguments and options
+  fusekit --version        fusekit's version and the onnx release it is built with
+)";
+
+struct command_help {
+  std::string_view name, text;
+};
+
+inline constexpr command_help command_pages[] = {
+    {"fuse", R"(usage: fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--target ort|onnx]
+                    [--num-heads N] [--report R.json] [--explain] [--dry-run] [--quiet]
+
+Rewrites every block a rule matches and reports, per rule, what fused (scale, heads, casts
+removed) and each near miss with the reason it did not fuse. OUT.onnx is replaced only once
+everything succeeded; external data stays valid.
+
+  -o, --output OUT.onnx  where the fused model goes
+  --rules LIST|all       comma-separated rule names (inspect lists them), default all
+  --target ort|onnx      ort: com.microsoft.MultiHeadAttention (default); onnx: ai.onnx Attention,
+                         only for models that already import opset 23 or later
+  --num-heads N          the head count, where the model does not say it
+  --report R.json        the report as JSON too
+  --explain              report every anchor each rule tried, not only near misses
+  --dry-run              report only, write nothing
+  --quiet                no report on stdout, no progress on stderr
+)"},
+    {"inspect",
+     R"(usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx] [--num-heads N]
+       fusekit inspect IN.onnx --shapes [--json]
+
+Prints the model's IR version, opsets, op histogram and value dtypes over every graph, its
+attention-like blocks (the Softmax nodes), every rule's name and what fuse with these options
+would report; the model is not changed.
+
+  --rules, --target, --num-heads   as for fuse
+  --shapes   instead, every value's facts: dtype, dims and the folded contents of small tensors,
+             one line each; subgraph values as GRAPH/VALUE; the bodies of model-local functions
+             inlined at each call, as CALL/VALUE_k
+  --json     with --shapes: one JSON object keyed by value name, {"dtype": "float32",
+             "dims": [2, "batch*4", null], "value": [1.0]}; a dim is an integer, a sympy
+             expression over the model's dim_params, or null (unknown, or a size no dim_param
+             names); "dims" is null when the rank is unknown; "value" only where folded,
+             non-finite reals as "inf", "-inf", "nan"
+)"},
+    {"explain", R"(usage: fusekit explain IN.onnx --node NAME [--dot FILE] [--rules LIST|all]
+                       [--target ort|onnx] [--num-heads N]
+
+Says what each rule made of the blocks through the main-graph node NAME: the fusion it is part
+of, or each near miss with the node and condition that stopped it.
+
+  --node NAME   the node, by its name
+  --dot FILE    a Graphviz picture of the nodes around it: matched nodes green, the failing
+                node red
+  --rules, --target, --num-heads   as for fuse
+)"},
+    {"demo", R"(usage: fusekit demo [--rules LIST|all] [--target ort|onnx]
+
+Fuses the bundled sample model, examples/models/dit_sample.onnx (a 2-layer F5-TTS-like DiT in
+float16: RoPE on q and k, cast-wrapped softmax, scale 100), and prints the report. It writes
+nothing.
+
+  --rules, --target   as for fuse
+)"},
+};
+
+inline constexpr std::string_view exit_codes = R"(
 exit codes: 0 done; 1 the model could not be read, fused or written (nothing is written);
             2 the command line is wrong
 )";
+
+// The page of `command`, or the overview where it names none.
+inline std::string help(std::string_view command) {
+  std::string_view text = overview;
+  for (const command_help& page : command_pages)
+    if (page.name == command) text = page.text;
+  return std::string(text) + std::string(exit_codes);
+}
 
 struct usage_error : std::runtime_error {
   using std::runtime_error::runtime_error;
@@ -211,6 +273,7 @@ inline void write_text(const std::string& path, const std::string& text) {
 inline rewrite::report fuse_model(fusekit::model& m, const arguments& a) {
   const std::string input_error = fusekit::rewrite::checker_error(m);
   auto report = fusekit::rules::fuse_all(m, a.options, a.attention);
+  if (auto note = fusekit::rewrite::newer_opset_note(m)) report.notes.push_back(std::move(*note));
   if (auto note = fusekit::rewrite::check_rewrite(m, input_error))
     report.notes.push_back(std::move(*note));
   return report;
@@ -563,12 +626,18 @@ inline int demo(const arguments& a) {
 // std::cerr, returns the exit code (0 done, 1 failed, 2 wrong command line).
 inline int run(int argc, char** argv) {
   using namespace detail;
+  const std::string_view command = argc > 1 ? argv[1] : "";
   try {
     for (int i = 1; i < argc; ++i)
       if (std::string_view(argv[i]) == "--help" || std::string_view(argv[i]) == "-h") {
-        std::cout << usage;
+        std::cout << help(command);
         return 0;
       }
+    if (command == "--version") {
+      if (argc > 2) throw usage_error("--version takes no arguments");
+      std::cout << "fusekit " << FUSEKIT_VERSION << " (onnx " << ONNX_VERSION_STRING << ")\n";
+      return 0;
+    }
     const arguments a = parse(argc, argv);
     if (a.command == "fuse") return fuse(a);
     if (a.command == "inspect") return inspect(a);
@@ -576,7 +645,7 @@ inline int run(int argc, char** argv) {
     if (a.command == "demo") return demo(a);
     throw usage_error("unknown command '" + a.command + "'");
   } catch (const usage_error& e) {
-    std::cerr << "fusekit: " << e.what() << "\n" << usage;
+    std::cerr << "fusekit: " << e.what() << "\n" << help(command);
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "fusekit: " << fusekit::rewrite::one_line(e.what()) << "\n";

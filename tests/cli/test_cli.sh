@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The fusekit tool as a user meets it: exit codes, one-line errors, no output file on failure,
-# reports, idempotence on files, explain with a Graphviz picture.
-# Usage: test_cli.sh FUSEKIT SAMPLE.onnx PYTHON WORK_DIR
+# reports, idempotence on files, explain with a Graphviz picture, help and version.
+# Usage: test_cli.sh FUSEKIT SAMPLE.onnx PYTHON WORK_DIR ONNX_VERSION
+#   ONNX_VERSION: the onnx release the tool is built with, which --version must name
 set -uo pipefail
-fusekit=$1 sample=$2 python=$3 work=$4
+fusekit=$1 sample=$2 python=$3 work=$4 onnx_version=$5
+version=$(sed -n 's/^project(fusekit VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 passed=0 failed=0
 
@@ -15,8 +17,47 @@ check() {  # check NAME COMMAND… : the command must succeed
 exit_code() { "$@" >out.txt 2>err.txt; echo $?; }
 
 check "help exits 0" test "$(exit_code "$fusekit" --help)" = 0
-check "help lists exit codes" grep -q "exit codes" out.txt
+check "help: the overview" test "$(head -n 1 out.txt)" = "usage: fusekit COMMAND ARGS..."
+check "help lists the commands" test "$(grep -c -e "^  fuse  " -e "^  inspect  " \
+  -e "^  explain  " -e "^  demo  " out.txt)" = 4
+check "help lists exit codes" grep -qx \
+  "exit codes: 0 done; 1 the model could not be read, fused or written (nothing is written);" out.txt
+# Each command's own page: its usage first, its options, the exit codes.
+page() {  # page COMMAND "FIRST LINE" "AN OPTION'S LINE"
+  check "$1 --help exits 0" test "$(exit_code "$fusekit" "$1" --help)" = 0
+  check "$1 --help: its usage" test "$(head -n 1 out.txt)" = "$2"
+  check "$1 --help: its options" grep -qxF -- "$3" out.txt
+  check "$1 --help: the exit codes" grep -q "^exit codes: 0 done" out.txt
+  check "$1 --help: nothing on stderr" test ! -s err.txt
+}
+page fuse "usage: fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--target ort|onnx]" \
+  "  --dry-run              report only, write nothing"
+page inspect \
+  "usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx] [--num-heads N]" \
+  "  --rules, --target, --num-heads   as for fuse"
+page explain "usage: fusekit explain IN.onnx --node NAME [--dot FILE] [--rules LIST|all]" \
+  "  --node NAME   the node, by its name"
+page demo "usage: fusekit demo [--rules LIST|all] [--target ort|onnx]" \
+  "  --rules, --target   as for fuse"
+check "-h is --help" test "$(exit_code "$fusekit" inspect model.onnx -h)" = 0
+check "-h anywhere after the command gives its page" \
+  test "$(head -n 1 out.txt)" = "usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx] [--num-heads N]"
+check "a wrong command line exits 2" test "$(exit_code "$fusekit" explain x.onnx)" = 2
+check "a wrong command line: the line, then the command's page" test "$(head -n 2 err.txt)" = \
+  "fusekit: explain needs IN.onnx and --node NAME
+usage: fusekit explain IN.onnx --node NAME [--dot FILE] [--rules LIST|all]"
 check "unknown command exits 2" test "$(exit_code "$fusekit" frobnicate)" = 2
+check "an unknown command: the line, then the overview" test "$(head -n 2 err.txt)" = \
+  "fusekit: unknown command 'frobnicate'
+usage: fusekit COMMAND ARGS..."
+
+check "--version exits 0" test "$(exit_code "$fusekit" --version)" = 0
+check "--version names fusekit's version and onnx's" \
+  test "$(cat out.txt)" = "fusekit $version (onnx $onnx_version)"
+check "--version: nothing on stderr" test ! -s err.txt
+check "--version with an argument exits 2" test "$(exit_code "$fusekit" --version demo)" = 2
+check "--version with an argument: the line" \
+  test "$(head -n 1 err.txt)" = "fusekit: --version takes no arguments"
 check "unknown rule exits 2" test "$(exit_code "$fusekit" fuse "$sample" -o x.onnx --rules nope)" = 2
 
 check "missing model exits 1" test "$(exit_code "$fusekit" fuse missing.onnx -o out.onnx)" = 1
@@ -191,7 +232,6 @@ check "explain of an unknown node exits 1" \
   test "$(exit_code "$fusekit" explain near_miss.onnx --node nope)" = 1
 
 # Bad input and bad destinations: exit 1 (or 2 for the command line), one line, nothing written.
-check "help after a command exits 0" test "$(exit_code "$fusekit" fuse --help)" = 0
 check "demo with a model exits 2" test "$(exit_code "$fusekit" demo extra.onnx)" = 2
 check "a huge --num-heads exits 2" \
   test "$(exit_code "$fusekit" fuse "$sample" -o big.onnx --num-heads 99999999999999999999)" = 2
