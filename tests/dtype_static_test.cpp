@@ -39,5 +39,7 @@ static_assert(every_type_named());
 
 // Bits per element as the proto packs them: two int4 a byte, four int2, a float6 in 6 bits.
 static_assert(fusekit::dtype_bits(dtype::int4) == 4 && fusekit::dtype_bits(dtype::float4e2m1) == 4);
-static_assert(fusekit::dtype_bits(dtype::uint2) == 2 && fusekit::dtype_bits(dtype::float6e2m3) == 6);
-static_assert(fusekit::dtype_bits(dtype::float8e8m0) == 8 && fusekit::dtype_bits(dtype::string) == 0);
+static_assert(fusekit::dtype_bits(dtype::uint2) == 2 &&
+              fusekit::dtype_bits(dtype::float6e2m3) == 6);
+static_assert(fusekit::dtype_bits(dtype::float8e8m0) == 8 &&
+              fusekit::dtype_bits(dtype::string) == 0);

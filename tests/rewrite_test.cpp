@@ -544,13 +544,15 @@ TEST(Checker, RunsOnOpset23Models) {
   EXPECT_EQ(fusekit::rewrite::checker_error(attention_model(23, {{"is_causal", 1}})), "");
   // Near miss: is_causal is an INT attribute; a string one is the error the checker must name.
   EXPECT_EQ(fusekit::rewrite::checker_error(attention_model(23, {{"is_causal", "yes"}})),
-            "PLANTED");
+            "Mismatched attribute type in 'attention : is_causal'. Expected: 'INT', actual: "
+            "'STRING'; ==> Context: Bad node spec for node. Name: attention OpType: Attention");
 }
 
 TEST(Checker, RunsPastTheOpsetsTheLinkedOnnxKnows) {
   // Near miss: a model from a newer exporter is still checked, against the newest schemas known.
   EXPECT_EQ(fusekit::rewrite::checker_error(attention_model(99, {{"is_causal", "yes"}})),
-            "PLANTED");
+            "Mismatched attribute type in 'attention : is_causal'. Expected: 'INT', actual: "
+            "'STRING'; ==> Context: Bad node spec for node. Name: attention OpType: Attention");
 }
 
 TEST(Checker, HoldsOnnxRuntimeOpsToTheirContracts) {
@@ -559,8 +561,8 @@ TEST(Checker, HoldsOnnxRuntimeOpsToTheirContracts) {
   auto x = b.input("x", dtype::float32, {2, 8});
   auto scale = b.initializer("scale", dtype::float32, {8}, std::vector<double>(8, 1.0));
   // ONNX Runtime registers SimplifiedLayerNormalization in ai.onnx: a valid node passes.
-  auto norm = b.op("SimplifiedLayerNormalization", {x, scale}, {{"epsilon", 1e-6}},
-                   {.name = "norm"});
+  auto norm =
+      b.op("SimplifiedLayerNormalization", {x, scale}, {{"epsilon", 1e-6}}, {.name = "norm"});
   b.output(norm, dtype::float32, {2, 8});
   EXPECT_EQ(fusekit::rewrite::checker_error(b.build_model()), "");
 
@@ -571,7 +573,9 @@ TEST(Checker, HoldsOnnxRuntimeOpsToTheirContracts) {
   auto q = c.input("q", dtype::float32, {1, 4, 16});
   c.output(c.op("MultiHeadAttention", {q, q, q}, {}, {.name = "mha", .domain = "com.microsoft"}),
            dtype::float32, {1, 4, 16});
-  EXPECT_EQ(fusekit::rewrite::checker_error(c.build_model()), "PLANTED");
+  EXPECT_EQ(fusekit::rewrite::checker_error(c.build_model()),
+            "Required attribute 'num_heads' is missing.; ==> Context: Bad node spec for node. "
+            "Name: mha OpType: MultiHeadAttention");
 }
 
 // ONNX Runtime judges the decoder rule: tests/python/test_engine_models.py runs both models.

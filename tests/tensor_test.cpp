@@ -225,9 +225,10 @@ TEST(TensorValues, PackedDataOfAnotherLengthIsRefused) {
             "its data has 3");
   // Near miss: a float6 is 6 bits, so four take three bytes.
   const onnx::TensorProto float6 = packed_tensor(dtype::float6e2m3, 4, std::string(4, '\0'));
-  EXPECT_EQ(error_of([&] { fusekit::tensor_values{float6}; }),
-            "initializer 'w': shape holds 4 elements of float6e2m3, packed in 3 bytes, but its data "
-            "has 4");
+  EXPECT_EQ(
+      error_of([&] { fusekit::tensor_values{float6}; }),
+      "initializer 'w': shape holds 4 elements of float6e2m3, packed in 3 bytes, but its data "
+      "has 4");
   EXPECT_FALSE(fusekit::tensor_values(packed_tensor(dtype::float6e2m3, 4, std::string(3, '\0')))
                    .is_numeric());
 }

@@ -93,9 +93,9 @@ inline std::optional<std::string> newer_opset_note(const model& m) {
   for (const auto& o : m.proto.opset_import())
     if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() > known)
       return "ai.onnx opset " + std::to_string(o.version()) + " is newer than onnx " +
-             ONNX_VERSION_STRING + " knows (" + std::to_string(known) + "): the ONNX checker read " +
-             "it with opset " + std::to_string(known) + "'s schemas, and no shape fact came from " +
-             "ONNX's shape rules";
+             ONNX_VERSION_STRING + " knows (" + std::to_string(known) +
+             "): the ONNX checker read " + "it with opset " + std::to_string(known) +
+             "'s schemas, and no shape fact came from " + "ONNX's shape rules";
   return std::nullopt;
 }
 
