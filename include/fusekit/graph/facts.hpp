@@ -13,6 +13,9 @@
 // they describe the graph as it was when they were built.
 #pragma once
 
+#include <onnx/defs/schema.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fusekit/graph/contributed_op_schemas.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/schema_inference.hpp"
 #include "fusekit/graph/shape_fact.hpp"
@@ -58,6 +62,7 @@ class facts {
       for (value_id out : g.outputs(n))
         if (out != no_id) {
           reconcile(out);
+          keep_fitting_content(out);
           hold_elements(out);
         }
     }
@@ -176,6 +181,14 @@ class facts {
   std::vector<std::uint32_t> content_at_;
   std::vector<content_fact> contents_;
   std::vector<std::string> contradictions_;
+  // The schema of each op id the graph uses, looked up on its first node.
+  struct op_schema {
+    bool resolved = false;
+    const onnx::OpSchema* schema = nullptr;  // null: no schema to hold the node to
+    std::vector<std::string_view> required;  // its required attributes
+  };
+  std::vector<op_schema> schemas_;
+  bool cannot_run_ = false;  // of the node being inferred
 
   friend const facts& facts_of(const graph& g);
 
@@ -333,13 +346,42 @@ class facts {
       if (!e.known()) return false;
     return true;
   }
+  // Content is kept only with a shape it fits: rules index elements by the dims' strides, and a
+  // count the dims contradict (an emptied Constant reshaped to [2, 3]) would be read past its end.
   void set_content(value_id v, content_fact c) {
-    if (!c.known) {
+    if (!c.known || !fits(shapes_[v], c.size())) {
       content_at_[v] = none;
       return;
     }
     content_at_[v] = std::uint32_t(contents_.size());
     contents_.push_back(std::move(c));
+  }
+  // A declaration may have turned a dim the content was kept under into a number.
+  void keep_fitting_content(value_id v) {
+    if (content_at_[v] != none && !fits(shapes_[v], contents_[content_at_[v]].size()))
+      content_at_[v] = none;
+  }
+  // Whether `count` elements can be a tensor of shape s: no negative dim, and the dims' product
+  // where every dim is a number (a symbolic dim may be any size, 0 included).
+  static bool fits(const shape_fact& s, std::size_t count) {
+    if (!s.known) return true;
+    bool symbolic = false, empty = false;
+    std::size_t product = 1;  // capped at count + 1: only equality with count matters
+    for (const sym& d : s.dims) {
+      const auto k = d.constant();
+      if (!k) {
+        symbolic = true;
+      } else if (*k < 0) {
+        return false;
+      } else if (*k == 0) {
+        empty = true;
+      } else {
+        const std::uint64_t size = std::uint64_t(*k);
+        product = product > count / size ? count + 1 : product * std::size_t(size);
+      }
+    }
+    if (empty) return count == 0;
+    return symbolic || product == count;
   }
   content_fact read(const onnx::TensorProto& t) const {
     content_fact c;
@@ -452,6 +494,7 @@ class facts {
     if (n == no_id) return origin(v, "is declared without a shape");
     const auto inputs = g_.inputs(n);
     if (!inputs.empty() && inputs[0] == no_id) return g_.describe(n) + " has no input 0";
+    if (std::string flaw = flaw_text(n); !flaw.empty()) return flaw;
     for (std::size_t k = 0; k < inputs.size(); ++k)
       if (inputs[k] != no_id && !shape(inputs[k]).known)
         return step(n, k, inputs[k], "of unknown rank: ") + why_shape(inputs[k], steps - 1);
@@ -461,15 +504,52 @@ class facts {
                why_content(inputs[k], steps - 1);
     return no_rule(n);
   }
+  // How n breaks its schema; empty when it does not.
+  std::string flaw_text(node_id n) const {
+    const op_schema* s = schema_of(n);
+    if (s == nullptr) return {};
+    const schema_flaw flaw = flaw_of(n, *s);
+    const onnx::NodeProto& node = g_.node(n);
+    auto range = [](int low, int high) {
+      if (low == high) return std::to_string(low);
+      if (high == std::numeric_limits<int>::max()) return "at least " + std::to_string(low);
+      return std::to_string(low) + " to " + std::to_string(high);
+    };
+    const std::string schema = "its schema at opset " + std::to_string(g_.opset(g_.domain(n)));
+    switch (flaw.kind) {
+      case schema_flaw::well_formed:
+        return {};
+      case schema_flaw::input_count:
+        return g_.describe(n) + " has " + std::to_string(node.input_size()) + " inputs, " + schema +
+               " takes " + range(s->schema->min_input(), s->schema->max_input());
+      case schema_flaw::missing_input:
+        return g_.describe(n) + " omits input " + std::to_string(flaw.slot) + ", which " + schema +
+               " requires";
+      case schema_flaw::output_count:
+        return g_.describe(n) + " has " + std::to_string(node.output_size()) + " outputs, " +
+               schema + " gives " + range(s->schema->min_output(), s->schema->max_output());
+      case schema_flaw::attribute_type: {
+        const onnx::AttributeProto& a = *flaw.attribute;
+        return g_.describe(n) + " sets attribute '" + a.name() + "' as " +
+               onnx::AttributeProto_AttributeType_Name(a.type()) + ", " + schema + " types it " +
+               onnx::AttributeProto_AttributeType_Name(s->schema->attributes().at(a.name()).type);
+      }
+      case schema_flaw::missing_attribute:
+        return g_.describe(n) + " lacks attribute '" + std::string(flaw.name) + "', which " +
+               schema + " requires";
+    }
+    return {};
+  }
   std::string why_content(value_id v, int steps) const {
     if (steps == 0) return "…";
     if (!shape(v).known) return why_shape(v, steps);
     const node_id n = g_.producer(v);
     if (n == no_id) return origin(v, "is known only at run time");
+    if (std::string flaw = flaw_text(n); !flaw.empty()) return flaw;
     const auto inputs = g_.inputs(n);
     const std::string_view op = g_.op_type(n);
     // A Shape's value is its input's dims, whatever its elements are.
-    if (op == "Shape")
+    if (op == "Shape" && !inputs.empty() && inputs[0] != no_id)
       return g_.describe(n) + " reads '" + std::string(g_.name(inputs[0])) + "', whose dims are " +
              shape_text(inputs[0]);
     for (std::size_t k = 0; k < inputs.size(); ++k)
@@ -483,6 +563,7 @@ class facts {
     if (steps == 0) return "…";
     const node_id n = g_.producer(v);
     if (n == no_id) return origin(v, "declares it without a number or a name");
+    if (std::string flaw = flaw_text(n); !flaw.empty()) return flaw;
     const auto inputs = g_.inputs(n);
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       if (inputs[k] == no_id || !reads_shape_from(g_.op_type(n), k)) continue;
@@ -504,6 +585,75 @@ class facts {
     for (value_id u : g_.inputs(n))
       if (u != no_id) out += (out.empty() ? "" : ", ") + shape_text(u);
     return out;
+  }
+
+  // ---- what a node's schema guarantees
+  // The rules, fusekit's and ONNX's, read a node as its schema describes it. A node that breaks
+  // its schema (a Where without its third input, a perm given as one int, a Concat without its
+  // axis) gets unknown facts: what it computes, if it runs at all, is no rule's to say. Checked as
+  // onnx's checker checks it: the counts of inputs and outputs, every input the schema requires
+  // present, each attribute the schema names of the schema's type, every required one set.
+  struct schema_flaw {
+    enum kind_t : std::uint8_t {
+      well_formed,
+      input_count,
+      missing_input,
+      output_count,
+      attribute_type,
+      missing_attribute
+    } kind = well_formed;
+    int slot = 0;                                     // of missing_input
+    const onnx::AttributeProto* attribute = nullptr;  // of attribute_type
+    std::string_view name;                            // of missing_attribute
+  };
+  // ai.onnx ops of the opsets the linked onnx release knows (a newer opset may have changed the
+  // schema) and ONNX Runtime's, as the checker holds them.
+  const op_schema& resolve_schema(node_id n) {
+    const op_id op = g_.op(n);
+    if (op >= schemas_.size()) schemas_.resize(std::max<std::size_t>(op + 1, g_.ops().size()));
+    op_schema& s = schemas_[op];
+    if (s.resolved) return s;
+    s.resolved = true;
+    const std::string domain(g_.domain(n));
+    const std::int64_t opset = g_.opset(domain);
+    if (opset <= 0 || (domain.empty() && opset > schema_registry_opset())) return s;
+    if (!domain.empty() && domain != "com.microsoft") return s;
+    s.schema = schemas().GetSchema(std::string(g_.op_type(n)), int(opset), domain);
+    if (s.schema != nullptr)
+      for (const auto& [name, attribute] : s.schema->attributes())
+        if (attribute.required) s.required.push_back(name);
+    return s;
+  }
+  // The schema op ids resolved while the facts were built; none for a node they never reached.
+  const op_schema* schema_of(node_id n) const {
+    const op_id op = g_.op(n);
+    return op < schemas_.size() && schemas_[op].resolved ? &schemas_[op] : nullptr;
+  }
+  schema_flaw flaw_of(node_id n, const op_schema& s) const {
+    if (s.schema == nullptr) return {};
+    const onnx::OpSchema& schema = *s.schema;
+    const onnx::NodeProto& node = g_.node(n);
+    if (node.input_size() < schema.min_input() || node.input_size() > schema.max_input())
+      return {schema_flaw::input_count, 0, nullptr, {}};
+    const auto& formal = schema.inputs();
+    for (int i = 0; i < node.input_size() && !formal.empty(); ++i)
+      if (node.input(i).empty() &&
+          formal[std::min(std::size_t(i), formal.size() - 1)].GetOption() == onnx::OpSchema::Single)
+        return {schema_flaw::missing_input, i, nullptr, {}};
+    if (node.output_size() < schema.min_output() || node.output_size() > schema.max_output())
+      return {schema_flaw::output_count, 0, nullptr, {}};
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (!a.ref_attr_name().empty()) continue;  // a function's attribute, typed where it is called
+      const auto it = schema.attributes().find(a.name());
+      if (it != schema.attributes().end() && it->second.type != a.type())
+        return {schema_flaw::attribute_type, 0, &a, {}};
+    }
+    for (std::string_view name : s.required) {
+      bool set = false;
+      for (const onnx::AttributeProto& a : node.attribute()) set = set || a.name() == name;
+      if (!set) return {schema_flaw::missing_attribute, 0, nullptr, name};
+    }
+    return {};
   }
 
   // ---- inference per op
@@ -549,6 +699,21 @@ class facts {
     return false;
   }
 
+  // No value twice (a perm): quadratic, as ranks are small, and allocation-free.
+  static bool distinct(std::span<const std::int64_t> xs) {
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (xs[i] == xs[j]) return false;
+    return true;
+  }
+  // No axis named twice (-1 and rank - 1 are one axis); one out of range is left to the caller.
+  static bool distinct_axes(std::span<const std::int64_t> axes, std::size_t rank) {
+    for (std::size_t i = 0; i < axes.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (const auto a = axis_index(axes[i], rank); a && a == axis_index(axes[j], rank))
+          return false;
+    return true;
+  }
   static std::optional<std::size_t> axis_index(std::int64_t axis, std::size_t rank) {
     if (axis < 0) axis += std::int64_t(rank);
     if (axis < 0 || axis >= std::int64_t(rank)) return std::nullopt;
@@ -583,10 +748,17 @@ class facts {
   }
 
   void infer(node_id n) {
+    if (flaw_of(n, resolve_schema(n)).kind != schema_flaw::well_formed) return;
+    cannot_run_ = false;
     infer_own(n);
+    if (cannot_run_) return;
     for (value_id v : g_.outputs(n))
       if (v != no_id && !shapes_[v].known) return infer_by_schema(n);
   }
+
+  // A node its rule proves cannot run (a perm that is no permutation, sizes that do not add up):
+  // its outputs stay unknown, whatever ONNX's rule, which checks less, would make of them.
+  void cannot_run() { cannot_run_ = true; }
 
   // ONNX's own rule, for the outputs fusekit's rules left unknown.
   void infer_by_schema(node_id n) {
@@ -823,6 +995,11 @@ class facts {
   }
 
   void infer_elementwise(node_id n, std::string_view op) {
+    // Where takes three inputs, Sum, Max and Min any number, the others two: checked here too, for
+    // the opsets no schema checks.
+    const std::size_t arity = g_.inputs(n).size();
+    if (op == "Where" ? arity != 3 : arity != 2 && !in(op, {"Sum", "Max", "Min"}))
+      return cannot_run();
     std::vector<const shape_fact*> shapes;
     for (value_id v : g_.inputs(n)) shapes.push_back(&shape(v));
     if (shapes.empty()) return;
@@ -833,7 +1010,8 @@ class facts {
   // Element-wise arithmetic on folded contents: integers symbolically, floats as numbers.
   content_fact fold_elementwise(node_id n, std::string_view op, const shape_fact& s) {
     const std::size_t arity = g_.inputs(n).size();
-    if (!s.known) return {};
+    // Where picks from inputs 1 and 2, every other op folded here combines two.
+    if (!s.known || arity != (op == "Where" ? 3 : 2)) return {};
     std::size_t size = 1;
     for (const sym& d : s.dims) {
       const auto k = d.constant();
@@ -864,7 +1042,6 @@ class facts {
           r.ints.push_back(chosen.ints[pick(*flag ? 1 : 2)]);
         continue;
       }
-      if (arity != 2) return {};
       const content_fact& a = element(0);
       const content_fact& b = element(1);
       if (real) {
@@ -955,10 +1132,10 @@ class facts {
     } else {
       for (std::size_t i = x.rank(); i-- > 0;) perm.push_back(std::int64_t(i));
     }
-    if (perm.size() != x.rank()) return;
+    if (perm.size() != x.rank() || !distinct(perm)) return cannot_run();  // each axis once
     shape_fact s{true, {}};
     for (std::int64_t p : perm) {
-      if (p < 0 || p >= std::int64_t(x.rank())) return;
+      if (p < 0 || p >= std::int64_t(x.rank())) return cannot_run();
       s.dims.push_back(x.dims[std::size_t(p)]);
     }
     // A small folded tensor permutes too (TorchScript reverses pad pairs with a Transpose).
@@ -1027,38 +1204,63 @@ class facts {
     const content_fact& target = in_content(n, 1);
     const content_fact& data = in_content(n, 0);
     if (!target.known || target.real) {
-      // The rank is the length of the shape input, when that is known.
+      // The rank is the length of the shape input, when that is known (a target longer than any
+      // folded vector is no rank worth following).
       const shape_fact& t = in_shape(n, 1);
       if (t.known && t.rank() == 1)
-        if (auto len = t.dims[0].constant()) set(n, 0, opaque(n, 0, std::size_t(*len)));
+        if (auto len = t.dims[0].constant();
+            len && *len >= 0 && std::uint64_t(*len) <= max_elements)
+          set(n, 0, opaque(n, 0, std::size_t(*len)));
       return;
     }
     const bool allowzero = g_.attribute_int(n, "allowzero").value_or(0) != 0;
     shape_fact s{true, {}};
     std::optional<std::size_t> inferred;
+    bool zero = false;
     for (std::size_t i = 0; i < target.ints.size(); ++i) {
       const sym& d = target.ints[i];
       if (d.is_constant(0) && !allowzero) {
-        if (!x.known || i >= x.rank()) return set(n, 0, opaque(n, 0, target.ints.size()));
+        if (!x.known) return set(n, 0, opaque(n, 0, target.ints.size()));
+        if (i >= x.rank()) return cannot_run();  // copies a dim the input does not have
         s.dims.push_back(x.dims[i]);
       } else if (d.is_constant(-1)) {
-        if (inferred) return;  // two -1: invalid
+        if (inferred) return cannot_run();  // two -1
         inferred = i;
         s.dims.push_back(sym::unknown());
+      } else if (is_negative_constant(d)) {
+        return cannot_run();  // no dim is negative
       } else if (d.known()) {
+        zero = zero || d.is_constant(0);
         s.dims.push_back(d);
       } else {
         s.dims.push_back(fresh(out(n), i));
       }
     }
+    if (inferred && zero) return cannot_run();  // with allowzero, a 0 leaves -1 nothing to solve
+    const std::int64_t count = x.known ? static_count(x.dims) : -1;
     if (inferred) {
       std::vector<sym> others;
       for (std::size_t i = 0; i < s.rank(); ++i)
         if (i != *inferred) others.push_back(s.dims[i]);
+      const std::int64_t rest = static_count(others);
+      if (count >= 0 && rest > 0 && count % rest != 0) return cannot_run();  // no whole -1
       const sym q = x.known ? exact_quotient(product(x.dims), product(others)) : sym::unknown();
       s.dims[*inferred] = q.known() ? q : fresh(out(n), *inferred);
+    } else if (const std::int64_t made = static_count(s.dims);
+               count >= 0 && made >= 0 && count != made) {
+      return cannot_run();  // the element counts differ
     }
     set(n, 0, std::move(s), data);  // reshaping keeps the elements, in order
+  }
+  // The number of elements of a shape whose every dim is a number and whose product fits int64;
+  // -1 for any other.
+  static std::int64_t static_count(std::span<const sym> dims) {
+    std::int64_t count = 1;
+    for (const sym& d : dims) {
+      const auto k = d.constant();
+      if (!k || *k < 0 || __builtin_mul_overflow(count, *k, &count)) return -1;
+    }
+    return count;
   }
 
   void infer_concat(node_id n) {
@@ -1073,6 +1275,11 @@ class facts {
     for (std::size_t k = 0; k < inputs.size(); ++k) {
       const shape_fact& x = shape(inputs[k]);
       if (!x.known || x.rank() != first.rank()) return;
+      // The other dims agree, or the model cannot run (compared where both are numbers).
+      for (std::size_t i = 0; i < x.rank(); ++i)
+        if (const auto a = first.dims[i].constant(), b = x.dims[i].constant();
+            i != *axis && a && b && *a != *b)
+          return cannot_run();
       if (k > 0) s.dims[*axis] = s.dims[*axis] + x.dims[*axis];
       const content_fact& e = content(inputs[k]);
       if (!e.known || first.rank() != 1 || e.real) c = {};
@@ -1087,15 +1294,18 @@ class facts {
                                                                           std::int64_t start,
                                                                           std::int64_t end,
                                                                           std::int64_t step) {
-    if (step == 0) return std::nullopt;
-    auto clamp = [&](std::int64_t i, bool is_end) {
+    if (step == 0 || size < 0) return std::nullopt;
+    auto clamp = [&](std::int64_t i) {
       if (i < 0) i += size;
       if (step > 0) return std::clamp<std::int64_t>(i, 0, size);
-      return std::clamp<std::int64_t>(i, -1, size - 1 + (is_end ? 0 : 0));
+      return std::clamp<std::int64_t>(i, -1, size - 1);
     };
-    const std::int64_t b = clamp(start, false), e = clamp(end, true);
-    const std::int64_t len = step > 0 ? (e > b ? (e - b + step - 1) / step : 0)
-                                      : (b > e ? (b - e + (-step) - 1) / (-step) : 0);
+    const std::int64_t b = clamp(start), e = clamp(end);
+    // ⌈distance / |step|⌉, written so that no step (the lowest int64 included) overflows.
+    const std::uint64_t distance = step > 0 ? std::uint64_t(std::max<std::int64_t>(e - b, 0))
+                                            : std::uint64_t(std::max<std::int64_t>(b - e, 0));
+    const std::uint64_t stride = step > 0 ? std::uint64_t(step) : 0 - std::uint64_t(step);
+    const std::int64_t len = distance == 0 ? 0 : std::int64_t((distance - 1) / stride + 1);
     return std::pair{b, len};
   }
 
@@ -1176,6 +1386,7 @@ class facts {
       }
     }
     if (axes.size() != starts->size() || steps.size() != starts->size()) return;
+    if (!distinct_axes(axes, x.rank())) return cannot_run();
     shape_fact s = x;
     const content_fact& data = in_content(n, 0);
     content_fact c;
@@ -1231,17 +1442,46 @@ class facts {
     const auto axis = axis_index(g_.attribute_int(n, "axis").value_or(0), x.rank());
     if (!axis) return;
     const std::size_t outputs = g_.outputs(n).size();
-    std::optional<std::vector<std::int64_t>> sizes = ints_of(n, 1, "split");
+    const std::int64_t parts = std::int64_t(outputs);
+    if (outputs == 0) return cannot_run();
+    const sym& whole = x.dims[*axis];
+    const auto length = whole.constant();
+    // Sizes from the input (opset 13 on) or the attribute: each at least 0, one per output, and
+    // together the whole axis; sizes known only at run time leave each part's length open.
+    const bool given = g_.input(n, 1) != no_id || g_.attribute(n, "split");
+    const auto sizes = ints_of(n, 1, "split");
+    if (sizes) {
+      std::int64_t total = 0;
+      if (sizes->size() != outputs) return cannot_run();
+      for (std::int64_t k : *sizes)
+        if (k < 0 || __builtin_add_overflow(total, k, &total)) return cannot_run();
+      if (length && *length != total) return cannot_run();
+    }
+    // Equal parts otherwise: a whole quotient before opset 18; from 18 on, num_outputs parts of
+    // ⌈d / n⌉, the last what is left.
+    const bool ceiling = g_.opset("") >= 18;
+    if (!given && ceiling && g_.attribute_int(n, "num_outputs").value_or(parts) != parts)
+      return cannot_run();
+    std::int64_t chunk = 0, last = 0;
+    if (!given && length) {
+      chunk = *length / parts + (*length % parts != 0);
+      last = *length - chunk * (parts - 1);
+      if (ceiling ? last <= 0 : last != chunk) return cannot_run();
+    }
     for (std::size_t k = 0; k < outputs; ++k) {
       shape_fact s = x;
-      if (sizes && sizes->size() == outputs)
-        s.dims[*axis] = sym::constant((*sizes)[k]);
-      else if (!sizes)
-        s.dims[*axis] = exact_quotient(x.dims[*axis], sym::constant(std::int64_t(outputs)));
-      else
-        s.dims[*axis] = sym::unknown();
-      if (!s.dims[*axis].known() && g_.output(n, k) != no_id)
-        s.dims[*axis] = fresh(g_.output(n, k), *axis);
+      sym& d = s.dims[*axis];
+      if (sizes) {
+        d = sym::constant((*sizes)[k]);
+      } else if (given) {
+        d = sym::unknown();
+      } else if (length) {
+        d = sym::constant(k + 1 == outputs ? last : chunk);
+      } else {
+        d = exact_quotient(whole, sym::constant(parts));
+        if (ceiling && d.denominator() != 1) d = sym::unknown();  // ⌈d / n⌉ is no quotient
+      }
+      if (!d.known() && g_.output(n, k) != no_id) d = fresh(g_.output(n, k), *axis);
       set(n, k, std::move(s));
     }
   }
@@ -1277,8 +1517,10 @@ class facts {
     const content_fact& target = in_content(n, 1);
     if (!x.known || !target.known || target.real) return;
     shape_fact t{true, {}};
-    for (std::size_t i = 0; i < target.ints.size(); ++i)
+    for (std::size_t i = 0; i < target.ints.size(); ++i) {
+      if (is_negative_constant(target.ints[i])) return cannot_run();  // no dim is negative
       t.dims.push_back(target.ints[i].known() ? target.ints[i] : fresh(out(n), i));
+    }
     const shape_fact* both[] = {&x, &t};
     set(n, 0, broadcast(both, out(n)));
   }
@@ -1287,6 +1529,7 @@ class facts {
     const shape_fact& x = in_shape(n, 0);
     if (!x.known) return;
     const auto axes = ints_of(n, 1, "axes");
+    if (!axes && g_.input(n, 1) != no_id) return;  // axes known only at run time
     shape_fact s{true, {}};
     if (unsqueeze) {
       if (!axes) return;
@@ -1294,7 +1537,7 @@ class facts {
       std::vector<bool> inserted(rank, false);
       for (std::int64_t a : *axes) {
         const auto i = axis_index(a, rank);
-        if (!i || inserted[*i]) return;
+        if (!i || inserted[*i]) return cannot_run();
         inserted[*i] = true;
       }
       for (std::size_t i = 0, k = 0; i < rank; ++i)
@@ -1304,7 +1547,9 @@ class facts {
       if (axes) {
         for (std::int64_t a : *axes) {
           const auto i = axis_index(a, x.rank());
-          if (!i) return;
+          // Each axis once, and of size 1 where its size is a number, or the model cannot run.
+          if (!i || removed[*i] || (x.dims[*i].constant() && !x.dims[*i].is_constant(1)))
+            return cannot_run();
           removed[*i] = true;
         }
       } else {
@@ -1341,8 +1586,9 @@ class facts {
     if (!start.known || !limit.known || !delta.known || start.size() != 1 || limit.size() != 1 ||
         delta.size() != 1 || start.real || limit.real || delta.real)
       return set(n, 0, opaque(n, 0, 1));
-    // Range(0, L, 1) has L elements, whatever L is.
-    if (start.ints[0].is_constant(0) && delta.ints[0].is_constant(1) && limit.ints[0].known()) {
+    // Range(0, L, 1) has L elements, whatever L is (none when L is a number below 0).
+    if (start.ints[0].is_constant(0) && delta.ints[0].is_constant(1) && limit.ints[0].known() &&
+        !is_negative_constant(limit.ints[0])) {
       content_fact c;
       if (const auto l = limit.ints[0].constant();
           l && *l >= 0 && std::size_t(*l) <= max_elements) {
@@ -1356,8 +1602,9 @@ class facts {
     const sym span = limit.ints[0] - start.ints[0];
     const auto k = span.constant(), d = delta.ints[0].constant();
     if (start.ints[0].known() && limit.ints[0].known() && k && d && *d != 0) {
+      // Written so that no span or step near the int64 limits overflows.
       const std::int64_t count =
-          std::max<std::int64_t>(0, *d > 0 ? (*k + *d - 1) / *d : (*k + *d + 1) / *d);
+          *d > 0 ? (*k > 0 ? (*k - 1) / *d + 1 : 0) : (*k < 0 ? (*k + 1) / *d + 1 : 0);
       content_fact c;
       if (std::size_t(count) <= max_elements) {
         c = {true, false, {}, {}};
@@ -1373,14 +1620,17 @@ class facts {
     const content_fact& target = in_content(n, 0);
     if (!target.known || target.real) return;
     shape_fact s{true, {}};
-    for (std::size_t i = 0; i < target.ints.size(); ++i)
+    for (std::size_t i = 0; i < target.ints.size(); ++i) {
+      if (is_negative_constant(target.ints[i])) return cannot_run();  // no dim is negative
       s.dims.push_back(target.ints[i].known() ? target.ints[i] : fresh(out(n), i));
+    }
     content_fact c;
     std::size_t size = 1;
     bool small = true;
     for (const sym& d : s.dims) {
       const auto k = d.constant();
-      if (!k || *k < 0 || (size *= std::size_t(*k)) > max_elements) small = false;
+      if (!k || std::uint64_t(*k) > max_elements || (size *= std::size_t(*k)) > max_elements)
+        small = false;
       if (!small) break;
     }
     if (small) {
@@ -1441,11 +1691,13 @@ class facts {
       for (std::size_t i = 0; i < x.rank(); ++i) axes.push_back(std::int64_t(i));
     }
     if (!pads || pads->size() != 2 * axes.size()) return set(n, 0, opaque(n, 0, x.rank()));
+    if (!distinct_axes(axes, x.rank())) return cannot_run();
     shape_fact s = x;
     for (std::size_t k = 0; k < axes.size(); ++k) {
       const auto axis = axis_index(axes[k], x.rank());
       if (!axis) return;
       const sym d = x.dims[*axis] + (*pads)[k] + (*pads)[k + axes.size()];
+      if (is_negative_constant(d)) return cannot_run();  // cropped past nothing
       s.dims[*axis] = d.known() ? d : fresh(out(n), *axis);
     }
     set(n, 0, std::move(s));
@@ -1472,32 +1724,42 @@ class facts {
           kernel.push_back(*k);
         }
     }
-    if (kernel.size() != spatial) return;
-    auto per_axis = [&](std::string_view attribute, std::int64_t fallback) {
-      std::vector<std::int64_t> v(spatial, fallback);
-      if (auto a = g_.attribute_ints(n, attribute); a && a->size() == spatial)
-        v.assign(a->begin(), a->end());
-      return v;
+    // One value per spatial axis (two for pads), the default where the attribute is absent.
+    auto per_axis = [&](std::string_view attribute, std::size_t count, std::int64_t fallback) {
+      const auto a = g_.attribute_ints(n, attribute);
+      return !a ? std::vector<std::int64_t>(count, fallback)
+                : std::vector<std::int64_t>(a->begin(), a->end());
     };
-    const auto strides = per_axis("strides", 1), dilations = per_axis("dilations", 1);
-    std::vector<std::int64_t> pads(2 * spatial, 0);
-    if (auto a = g_.attribute_ints(n, "pads"); a && a->size() == 2 * spatial)
-      pads.assign(a->begin(), a->end());
+    const auto strides = per_axis("strides", spatial, 1);
+    const auto dilations = per_axis("dilations", spatial, 1);
+    const auto pads = per_axis("pads", 2 * spatial, 0);
+    if (kernel.size() != spatial || strides.size() != spatial || dilations.size() != spatial ||
+        pads.size() != 2 * spatial)
+      return cannot_run();
     const std::string_view auto_pad = g_.attribute_string(n, "auto_pad").value_or("NOTSET");
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (!same && auto_pad != "NOTSET" && auto_pad != "VALID") return cannot_run();
     if (g_.attribute_int(n, "ceil_mode").value_or(0) != 0) return;
     shape_fact s{true, {x.dims[0], channels}};
     for (std::size_t i = 0; i < spatial; ++i) {
       const sym& d = x.dims[2 + i];
-      const std::int64_t stride = strides[i], reach = dilations[i] * (kernel[i] - 1) + 1;
-      const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
-      if (!same && auto_pad != "NOTSET" && auto_pad != "VALID") return;
-      const std::int64_t padded =
-          auto_pad == "NOTSET" ? pads[i] + pads[i + spatial] + 1 - reach : 1 - reach;
-      if (stride < 1) return;
+      const std::int64_t stride = strides[i];
+      // A window of at least one element, stepped forward, padded outward, or the model cannot run.
+      if (stride < 1 || dilations[i] < 1 || kernel[i] < 1 || pads[i] < 0 || pads[i + spatial] < 0)
+        return cannot_run();
+      // The pads less what a window spans past its first element: the last window starts at
+      // in − 1 + padded, and the output holds that over the stride, plus one. No sum overflows.
+      std::int64_t reach = 0, padding = 0, padded = 0;
+      if (__builtin_mul_overflow(dilations[i], kernel[i] - 1, &reach) ||
+          (auto_pad == "NOTSET" && __builtin_add_overflow(pads[i], pads[i + spatial], &padding)) ||
+          __builtin_sub_overflow(padding, reach, &padded))
+        return cannot_run();
       if (const auto k = d.constant()) {
-        const std::int64_t out = same ? (*k + stride - 1) / stride : (*k + padded - 1) / stride + 1;
-        if (out < 0) return;
-        s.dims.push_back(sym::constant(out));
+        std::int64_t span = 0;  // below 0, not even one window fits
+        if (__builtin_add_overflow(*k - 1, padded, &span) || (!same && span < 0))
+          return cannot_run();
+        s.dims.push_back(
+            sym::constant(same ? (*k == 0 ? 0 : (*k - 1) / stride + 1) : span / stride + 1));
       } else if (stride == 1) {
         s.dims.push_back(same ? d : d + sym::constant(padded));
       } else {
@@ -1523,6 +1785,7 @@ class facts {
     if (!x.known || !repeats.known || repeats.real || repeats.size() != x.rank()) return;
     shape_fact s{true, {}};
     for (std::size_t i = 0; i < x.rank(); ++i) {
+      if (is_negative_constant(repeats.ints[i])) return cannot_run();  // no count is negative
       const sym d = x.dims[i] * repeats.ints[i];
       s.dims.push_back(d.known() ? d : fresh(out(n), i));
     }
@@ -1555,6 +1818,7 @@ class facts {
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
+    if (slot != g_.inputs(n).size()) return cannot_run();  // one term per input
     shape_fact s{true, {}};
     for (char label : text.substr(arrow + 2)) {
       const auto it = dims.find(label);
