@@ -591,7 +591,7 @@ struct prescaled_block {
       scores = b.op("Add", {scores, b.input("mask", dtype::float32, {1, 1, 6, 6})});
     value p = b.op("Softmax", {scores}, {{"axis", -1}}, {.name = "softmax"});
     if (additive_mask) p = b.op("Where", {b.op("IsNaN", {p}), b.scalar(dtype::float32, 0.0), p});
-    b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
+    b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}), dtype::float32, {1, 4, 6, 16});
     return b.build_model();
   }
 };

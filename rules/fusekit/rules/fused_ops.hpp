@@ -1,6 +1,8 @@
 // The fused attention ops the rules emit, each with its contract written once beside its emitter:
 // what a rule must prove before it may emit the op. Every rule's guard asks `admits`; every emit
-// goes through `emit_attention`.
+// goes through `emit_attention`. What the ONNX checker holds each emitted node to (its inputs,
+// attributes and types: ONNX Runtime's own registration of the op) is
+// graph/contributed_op_schemas.hpp's, below the rules so that every model is checked with it.
 //
 // clang-format off
 //                 com.microsoft MultiHeadAttention        ai.onnx Attention (opset ≥ 23)
