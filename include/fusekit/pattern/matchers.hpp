@@ -156,7 +156,12 @@ bool apply_all(const pack<T, Ts...>& p, C& c, const site* where, node_id n, valu
 template <fixed_string Name>
 struct bind_node {
   using captures = decl_list<decl<Name, capture_kind::node>>;
-  void describe(std::string& out) const { out += "@" + std::string(Name.view()); }
+  // Appended piece by piece: g++ 12 at -O3 misreads "@" + string as an overlapping copy
+  // (-Wrestrict).
+  void describe(std::string& out) const {
+    out += '@';
+    out += Name.view();
+  }
   template <class C>
   bool apply(C& c, const site*, node_id n, value_id, continuation rest) const {
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
@@ -604,7 +609,11 @@ struct constant_t : value_predicates<constant_t<Name>> {
 
   void describe(std::string& out) const {
     out += std::string(Name.view()) + ":constant";
-    if (rule != tensor_rule::none) out += "{" + std::string(detail::tensor_rule_text(rule)) + "}";
+    if (rule != tensor_rule::none) {
+      out += '{';  // piece by piece, as bind_node's describe
+      out += detail::tensor_rule_text(rule);
+      out += '}';
+    }
   }
 
   template <class C>
@@ -929,7 +938,10 @@ struct optional_t {
     out += Op::spec::name;
     out += "?";
     out.append(text, Op::spec::name.size());
-    if constexpr (binds) out += "@" + std::string(BindName.view());
+    if constexpr (binds) {
+      out += '@';  // piece by piece, as bind_node's describe
+      out += BindName.view();
+    }
   }
 
   template <class C>
@@ -995,7 +1007,10 @@ struct any_of_t {
     out += "any_of(";
     describe_list(alts, out);
     out += ")";
-    if constexpr (binds) out += "@" + std::string(BindName.view());
+    if constexpr (binds) {
+      out += '@';  // piece by piece, as bind_node's describe
+      out += BindName.view();
+    }
   }
 
   template <class C>
