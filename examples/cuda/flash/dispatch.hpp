@@ -269,7 +269,8 @@ inline fused_attention map_fused_node(const fusekit::graph& g, fusekit::node_id 
       if (g.attribute_int(n, "do_rotary").value_or(0) != 0 ||
           g.attribute_int(n, "local_window_size").value_or(-1) != -1 ||
           g.attribute_float(n, "softcap").value_or(0.f) != 0.f ||
-          g.attribute_int(n, "smooth_softmax").value_or(0) != 0)
+          // ONNX Runtime's default is -1, and only 1 turns it on.
+          g.attribute_int(n, "smooth_softmax").value_or(0) == 1)
         throw detail::refused{
             "rotary, local windows, softcap and smooth softmax are not supported"};
       detail::map_tensors(g, n, bindings,
