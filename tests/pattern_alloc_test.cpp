@@ -133,4 +133,38 @@ TEST(PatternAllocation, NewVocabularyAllocatesNothing) {
   EXPECT_EQ(during, 0);
 }
 
+// A Reduce op's axes from a constant input (opset 18) and from the attribute, with the rank that
+// makes axis 2 the last one read from the facts; a constant's elements.
+constexpr auto reduced = op<"Sub">(
+    capture<"x">, op<"ReduceMean">(capture<"x">, maybe(any())).axes(last_axis).attr<"keepdims">(1));
+constexpr auto reduced_miss = op<"ReduceMean">(any(), maybe(any())).axes(ints(0));
+constexpr auto scaled_by = op<"Mul">(any(), constant<"w">.values({1, 0, 0.5}));
+constexpr auto scaled_miss = op<"Mul">(any(), constant<"w">.values({1, 0, 0.25}));
+
+TEST(PatternAllocation, ReductionsAndConstantValuesAllocateNothing) {
+  fusekit::build::model_builder b(18);
+  auto x = b.input("x", dtype::float32, {2, 3, 4});
+  auto y = b.op("Relu", {x});
+  auto centred = b.op("Sub", {y, b.op("ReduceMean", {y, b.initializer(dtype::int64, {1}, {2})})});
+  auto scaled = b.op("Mul", {centred, b.initializer(dtype::float16, {3}, {1, 0, 0.5})});
+  b.output(scaled);
+  const auto model = b.build();
+  const fusekit::graph g(model);
+  auto root = [&](const auto& v) { return g.producer(*g.find_value(v.name)); };
+  (void)fusekit::facts_of(g);
+
+  const long before = allocations.load();
+  const bool matched = bool(match(reduced, g, root(centred)));
+  const bool missed = bool(match(reduced_miss, g, g.producer(g.input(root(centred), 1))));
+  const bool values_matched = bool(match(scaled_by, g, root(scaled)));
+  const bool values_missed = bool(match(scaled_miss, g, root(scaled)));
+  const long during = allocations.load() - before;
+
+  EXPECT_TRUE(matched);
+  EXPECT_FALSE(missed);
+  EXPECT_TRUE(values_matched);
+  EXPECT_FALSE(values_missed);
+  EXPECT_EQ(during, 0);
+}
+
 }  // namespace

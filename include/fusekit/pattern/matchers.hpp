@@ -543,17 +543,6 @@ inline tensor_rule_failure check_tensor_rule(const graph& g, const onnx::TensorP
   return f;
 }
 
-// "[1, 0]": a row-major element position as an index per dim.
-inline std::string element_index_text(const onnx::TensorProto& t, std::int64_t flat) {
-  std::string text = "]";
-  for (int d = t.dims_size() - 1; d >= 0; --d) {
-    const std::int64_t size = t.dims(d) > 0 ? t.dims(d) : 1;
-    text.insert(0, std::to_string(flat % size) + (d + 1 < t.dims_size() ? ", " : ""));
-    flat /= size;
-  }
-  return "[" + text;
-}
-
 [[gnu::cold]] inline void broken_tensor_rule(std::string& m, const graph& g, std::string_view name,
                                              value_id v, tensor_rule rule,
                                              const tensor_rule_failure& f) {
@@ -605,6 +594,12 @@ struct constant_t : value_predicates<constant_t<Name>> {
   // Zeros on and below the diagonal, ones above (what a causal mask hides).
   constexpr constant_t strictly_upper_triangular_ones() const {
     return with_rule(tensor_rule::strictly_upper_triangular_ones);
+  }
+  // .values({1, 0, 0.5}): these elements, row-major (elements_are); the braces keep the
+  // tolerance apart from the elements, as in constant_scalar's .value(x, tol).
+  template <std::size_t N>
+  constexpr auto values(const double (&want)[N], double tol = 1e-6) const {
+    return checked<constant_t, elements_are<Name, N>>{*this, {std::to_array(want), tol}};
   }
 
   void describe(std::string& out) const {
@@ -692,6 +687,17 @@ struct op_pattern {
   constexpr auto attr(V v) const {
     using matcher = decltype(attribute_matcher(v));
     return with(node_check<attribute_is<Attr, matcher>>{{attribute_matcher(v)}});
+  }
+  // A Reduce op's axes, from the attribute or the constant input 1 that replaced it (axes_are).
+  template <class M>
+  constexpr auto axes(M m) const {
+    static_assert(Spec::domain.empty() && Spec::name.starts_with("Reduce"),
+                  "fusekit: .axes() reads the axes of a Reduce op (attribute or input 1); other "
+                  "ops: .attr<\"axes\">(…)");
+    static_assert(
+        requires(const M& k, const graph& g, const int_list& l) { k.on_axes(g, 0, l); },
+        "fusekit: .axes() takes last_axis or ints(…)");
+    return with(axes_are<M>{m});
   }
   template <fusekit::dtype... Types>
   constexpr auto dtype() const {

@@ -6,7 +6,10 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <initializer_list>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -14,6 +17,7 @@
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/sym.hpp"
+#include "fusekit/graph/tensor.hpp"
 #include "fusekit/pattern/captures.hpp"
 #include "fusekit/pattern/context.hpp"
 #include "fusekit/pattern/fixed_string.hpp"
@@ -140,6 +144,37 @@ inline std::string attribute_text(const onnx::AttributeProto& a) {
 
 }  // namespace detail
 
+// Integers read where they are stored: an INTS attribute, or an integer tensor (a Reduce op's
+// axes moved from the attribute to a constant input at opset 18, ReduceSum's at 13).
+class int_list {
+ public:
+  explicit int_list(const onnx::AttributeProto& a) : ints_(a.ints().data(), a.ints_size()) {}
+  explicit int_list(const tensor_values& values) : values_(&values) {}
+
+  std::size_t size() const { return values_ ? std::size_t(values_->size()) : ints_.size(); }
+  std::int64_t operator[](std::size_t i) const {
+    return values_ ? values_->as_int64(std::int64_t(i)) : ints_[i];
+  }
+  std::string text() const {
+    std::string out = "[";
+    for (std::size_t i = 0; i < size(); ++i) out += (i ? ", " : "") + std::to_string((*this)[i]);
+    return out + "]";
+  }
+
+ private:
+  std::span<const std::int64_t> ints_;
+  const tensor_values* values_ = nullptr;
+};
+
+namespace detail {
+// "; 'x' has unknown rank: …": an axis that only a proven rank could make the last one is refused
+// ("unknown" is never "equal"), with where the proof of the rank broke.
+[[gnu::cold]] inline void rank_not_proven(std::string& m, const graph& g, node_id n) {
+  const value_id x = g.input(n, 0);
+  m += x == no_id ? "; input 0 is omitted" : "; " + facts_of(g).why_unknown(x);
+}
+}  // namespace detail
+
 struct int_is {
   std::int64_t value;
   void describe(std::string& out) const { out += std::to_string(value); }
@@ -188,6 +223,14 @@ struct ints_are {
       if (a.ints(int(i)) != values[i]) return false;
     return true;
   }
+  // For .axes(): exactly these, in this order; "none given" is not a list of them.
+  truth on_axes(const graph&, node_id, const int_list& axes) const {
+    if (axes.size() != N) return truth::no;
+    for (std::size_t i = 0; i < N; ++i)
+      if (axes[i] != values[i]) return truth::no;
+    return truth::yes;
+  }
+  truth on_every_axis(const graph&, node_id) const { return truth::no; }
 };
 
 // .attr<"perm">(ints(0, 2, 1, 3))
@@ -215,14 +258,48 @@ struct string_is {
 
 // The last axis of the node's first input: -1, or rank-1 when the rank is declared or proven by
 // the ops that made the input (fusekit::facts_of). Before opset 13 Softmax flattens to 2-D at
-// `axis`, which equals a last-axis softmax exactly when axis is last.
+// `axis`, which equals a last-axis softmax exactly when axis is last. A list (a Reduce op's axes)
+// must hold that one axis: reducing over more than the last axis is another computation.
 struct last_axis_t {
   void describe(std::string& out) const { out += "the last axis"; }
-  bool accepts(const graph& g, node_id n, const onnx::AttributeProto& a) const {
-    if (a.type() != onnx::AttributeProto::INT) return false;
-    if (a.i() == -1) return true;
+
+  truth is_last(const graph& g, node_id n, std::int64_t axis) const {
+    if (axis == -1) return truth::yes;
     const auto rank = facts_of(g).rank(g.input(n, 0));
-    return rank && a.i() == std::int64_t(*rank) - 1;
+    if (!rank) return truth::unknown;
+    return axis == std::int64_t(*rank) - 1 ? truth::yes : truth::no;
+  }
+  // For .axes(): the axes given, or none given (a Reduce op then reduces every axis).
+  truth on_axes(const graph& g, node_id n, const int_list& axes) const {
+    return axes.size() == 1 ? is_last(g, n, axes[0]) : truth::no;
+  }
+  truth on_every_axis(const graph& g, node_id n) const {
+    const auto rank = facts_of(g).rank(g.input(n, 0));
+    if (!rank) return truth::unknown;
+    return *rank == 1 ? truth::yes : truth::no;
+  }
+  // What "expected the last axis" leaves unsaid: a list of several axes is refused as a list.
+  void explain_axes(const graph& g, node_id n, std::size_t count, truth verdict,
+                    std::string& out) const {
+    if (count > 1) out += " alone";
+    if (verdict == truth::unknown) detail::rank_not_proven(out, g, n);
+  }
+
+  bool accepts(const graph& g, node_id n, const onnx::AttributeProto& a) const {
+    return verdict(g, n, a) == truth::yes;
+  }
+  void explain(const graph& g, node_id n, const onnx::AttributeProto& a, std::string& out) const {
+    if (a.type() == onnx::AttributeProto::INTS)
+      explain_axes(g, n, std::size_t(a.ints_size()), verdict(g, n, a), out);
+    else if (verdict(g, n, a) == truth::unknown)
+      detail::rank_not_proven(out, g, n);
+  }
+
+ private:
+  truth verdict(const graph& g, node_id n, const onnx::AttributeProto& a) const {
+    if (a.type() == onnx::AttributeProto::INT) return is_last(g, n, a.i());
+    if (a.type() == onnx::AttributeProto::INTS) return on_axes(g, n, int_list(a));
+    return truth::no;
   }
 };
 inline constexpr last_axis_t last_axis{};
@@ -282,6 +359,127 @@ struct attribute_is {
       }
       m += ", expected ";
       matcher.describe(m);
+      if constexpr (requires { matcher.explain(c.g, n, *found.attribute, m); })
+        if (found) matcher.explain(c.g, n, *found.attribute, m);
+    });
+    return false;
+  }
+};
+
+namespace detail {
+
+// Where a Reduce op's axes come from, as explanations name it.
+[[gnu::cold]] inline void axes_subject(std::string& m, const graph& g, node_id n, bool input) {
+  m += g.describe(n) + ": axes";
+  if (input) m += " (input 1)";
+}
+
+[[gnu::cold]] inline void axes_not_constant(std::string& m, const graph& g, node_id n,
+                                            value_id axes) {
+  axes_subject(m, g, n, true);
+  m += " come from " + describe_value(g, axes);
+  m += g.is_initializer(axes) && g.is_graph_input(axes)
+           ? ", which is also a graph input, so it can be overridden at run time"
+           : ", not a constant";
+}
+
+}  // namespace detail
+
+// .axes(last_axis), .axes(ints(…)) on a Reduce op: the axes it reduces, read from the `axes`
+// attribute or, where the opset moved them there (ReduceSum 13, the others 18), from a constant
+// input 1. None given (or an empty list) means every axis, or none with noop_with_empty_axes.
+template <class Matcher>
+struct axes_are {
+  static constexpr bool on_node = true;
+  Matcher matcher;
+
+  void describe(std::string& out) const {
+    out += "axes=";
+    matcher.describe(out);
+  }
+
+  template <class C>
+  bool check(C& c, const site* where, node_id n) const {
+    const value_id input = c.g.input(n, 1);
+    if (input == no_id) {
+      const attribute_lookup found = c.g.attribute(n, "axes");
+      if (found && found.attribute->type() == onnx::AttributeProto::INTS &&
+          found.attribute->ints_size() > 0)
+        return judge(c, where, n, false, int_list(*found.attribute));
+      if (found && found.attribute->type() != onnx::AttributeProto::INTS) {
+        c.fail(where, n, [&](std::string& m) {
+          detail::axes_subject(m, c.g, n, false);
+          m += " = " + detail::attribute_text(*found.attribute) + ", expected ";
+          matcher.describe(m);
+        });
+        return false;
+      }
+      return judge_every_axis(c, where, n, false);
+    }
+    const onnx::TensorProto* t = c.g.constant_tensor(input);
+    if (t == nullptr) {
+      c.fail(where, n, [&](std::string& m) {
+        detail::axes_not_constant(m, c.g, n, input);
+        m += ", expected ";
+        matcher.describe(m);
+      });
+      return false;
+    }
+    // Read in place: no allocation for a tensor stored inline.
+    std::optional<tensor_values> values;
+    try {
+      values.emplace(*t, c.g.directory());
+    } catch (const std::exception& e) {
+      c.fail(where, n, [&](std::string& m) {
+        m += c.g.describe(n) + ": axes (input 1, " + describe_value(c.g, input) +
+             ") cannot be read: " + e.what();
+      });
+      return false;
+    }
+    if (!is_integer(values->type())) {
+      c.fail(where, n, [&](std::string& m) {
+        m += c.g.describe(n) + ": axes (input 1, " + describe_value(c.g, input) + ") hold " +
+             std::string(dtype_name(values->type())) + ", not integers";
+      });
+      return false;
+    }
+    if (values->size() == 0) return judge_every_axis(c, where, n, true);
+    return judge(c, where, n, true, int_list(*values));
+  }
+
+ private:
+  template <class C>
+  bool judge(C& c, const site* where, node_id n, bool input, const int_list& axes) const {
+    const truth verdict = matcher.on_axes(c.g, n, axes);
+    if (verdict == truth::yes) return true;
+    c.fail(where, n, [&](std::string& m) {
+      detail::axes_subject(m, c.g, n, input);
+      m += " = " + axes.text() + ", expected ";
+      matcher.describe(m);
+      if constexpr (requires { matcher.explain_axes(c.g, n, axes.size(), verdict, m); })
+        matcher.explain_axes(c.g, n, axes.size(), verdict, m);
+    });
+    return false;
+  }
+
+  // No axes, or an empty list: every axis, unless noop_with_empty_axes makes it none.
+  template <class C>
+  bool judge_every_axis(C& c, const site* where, node_id n, bool input) const {
+    const bool none = c.g.attribute_int(n, "noop_with_empty_axes").value_or(0) != 0;
+    const truth verdict = none ? truth::no : matcher.on_every_axis(c.g, n);
+    if (verdict == truth::yes) return true;
+    c.fail(where, n, [&](std::string& m) {
+      if (input) {
+        detail::axes_subject(m, c.g, n, true);
+        m += " = []";
+      } else {
+        m += c.g.describe(n) + ": axes not given";
+      }
+      m += none ? " and noop_with_empty_axes = 1 (no axis)" : " (every axis)";
+      m += ", expected ";
+      matcher.describe(m);
+      if constexpr (requires { matcher.explain_axes(c.g, n, std::size_t(0), verdict, m); })
+        matcher.explain_axes(c.g, n, 0, verdict, m);
     });
     return false;
   }
@@ -432,6 +630,104 @@ struct proven_value_is {
       m += describe_value(c.g, v) + (t == truth::no ? ": it is not " : ": not proven ") + text;
     });
     return false;
+  }
+};
+
+// ---- the elements of a constant: constant<"w">.values({1, 0, 0.5})
+
+namespace detail {
+
+// "[1, 0]": a row-major element position as an index per dim.
+inline std::string element_index_text(const onnx::TensorProto& t, std::int64_t flat) {
+  std::string text = "]";
+  for (int d = t.dims_size() - 1; d >= 0; --d) {
+    const std::int64_t size = t.dims(d) > 0 ? t.dims(d) : 1;
+    text.insert(0, std::to_string(flat % size) + (d + 1 < t.dims_size() ? ", " : ""));
+    flat /= size;
+  }
+  return "[" + text;
+}
+
+// "constant 'w' (initializer 'w')": the subject of a constant's near miss.
+[[gnu::cold]] inline void constant_subject(std::string& m, const graph& g, std::string_view name,
+                                           value_id v) {
+  m += "constant ";
+  m += quoted(name);
+  m += " (" + describe_value(g, v) + ")";
+}
+
+}  // namespace detail
+
+// Exactly these elements, in row-major order, as many as listed; each within the tolerance (an
+// infinity equals only itself). Any numeric dtype, read as double: the values a rule names (0.5,
+// √2) are what the model holds, whatever precision holds them.
+template <fixed_string Name, std::size_t N>
+struct elements_are {
+  std::array<double, N> values;
+  double tolerance;
+
+  void describe(std::string& out) const {
+    out += "values ";
+    list_text(out);
+  }
+
+  template <class C>
+  bool check(C& c, const site* where, value_id v) const {
+    const onnx::TensorProto* t = c.g.constant_tensor(v);
+    if (t == nullptr) return false;  // only constant<>, which checked it, offers .values()
+    enum class kind : std::uint8_t { not_numeric, count, element };
+    kind what = kind::element;
+    std::int64_t at = 0;
+    double found = 0;
+    try {
+      // Read in place: no allocation for a tensor stored inline.
+      const tensor_values elements(*t, c.g.directory());
+      if (!elements.is_numeric()) {
+        what = kind::not_numeric;
+      } else if (elements.size() != std::int64_t(N)) {
+        what = kind::count;
+        at = elements.size();
+      } else {
+        for (; at < std::int64_t(N); ++at) {
+          found = elements.as_double(at);
+          const double want = values[std::size_t(at)];
+          if (!(found == want || std::abs(found - want) <= tolerance)) break;
+        }
+        if (at == std::int64_t(N)) return true;
+      }
+    } catch (const std::exception& e) {
+      c.fail(where, c.g.producer(v), [&](std::string& m) {
+        detail::constant_subject(m, c.g, Name.view(), v);
+        m += " cannot be read: ";
+        m += e.what();
+      });
+      return false;
+    }
+    c.fail(where, c.g.producer(v), [&](std::string& m) {
+      detail::constant_subject(m, c.g, Name.view(), v);
+      const dtype type = dtype(t->data_type());
+      if (what == kind::not_numeric) {
+        m += " holds " + std::string(dtype_name(type)) + ", not numbers";
+        return;
+      }
+      m += " is not ";
+      list_text(m);
+      if (what == kind::count) {
+        m += ": it has " + std::to_string(at) + " elements";
+      } else {
+        const bool single = is_float(type) && type != dtype::float64;
+        m += ": element " + detail::element_index_text(*t, at) + " is " +
+             number_text(found, single) + ", expected " + number_text(values[std::size_t(at)]);
+      }
+    });
+    return false;
+  }
+
+ private:
+  void list_text(std::string& out) const {
+    out += "[";
+    for (std::size_t i = 0; i < N; ++i) out += (i ? ", " : "") + number_text(values[i]);
+    out += "]";
   }
 };
 
