@@ -6,8 +6,10 @@
 # Usage: tests/package/readme_install.sh WORK_DIR ONNX_VERSION
 #   ONNX_VERSION: the onnx release the build finds (ctest passes it), which `fusekit --version`
 #   must name.
-# Time on a 2-core machine: about the README's build time and a minute more. Nothing stays behind
-# after a success.
+# Then the README's DSL-only install, and a rule author's project on it (tests/package/dsl_consumer:
+# the example rule compiled against the engine alone).
+# Time on a 2-core machine: about the README's build time and two minutes more. Nothing stays
+# behind after a success.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(realpath -m "$1")
@@ -34,5 +36,20 @@ cmake -S "$root/tests/package/consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH=
   -DCMAKE_BUILD_TYPE=Release --log-level=WARNING
 cmake --build "$work/consumer"
 "$work/consumer/consumer"
+
+echo "== the DSL-only install, and a rule author's project on it"
+DESTDIR=$work/dsl-destdir bash "$root/tests/package/readme.sh" "$work/readme-dsl" install-dsl
+dsl_prefix=$work/dsl-destdir/usr/local
+[ ! -e "$dsl_prefix/bin/fusekit" ] && [ -z "$(find "$dsl_prefix" -name 'libfusekit_rules*')" ] || {
+  echo "readme_install.sh: the DSL-only install holds the tool or the rule library" >&2
+  exit 1
+}
+echo "the DSL-only install: $(du -sh "$dsl_prefix" | cut -f1), its build tree" \
+  "$(du -sh "$work/readme-dsl/src/build" | cut -f1)"
+cmake -S "$root/tests/package/dsl_consumer" -B "$work/dsl_consumer" \
+  -DCMAKE_PREFIX_PATH="$dsl_prefix" -DFUSEKIT_EXAMPLE_RULE_DIR="$root/examples/custom_rule" \
+  -DCMAKE_BUILD_TYPE=Release --log-level=WARNING
+cmake --build "$work/dsl_consumer"
+"$work/dsl_consumer/dsl_consumer"
 
 rm -rf "$work"

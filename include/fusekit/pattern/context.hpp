@@ -46,15 +46,33 @@ enum class use_policy : std::uint8_t {
   one_use,    // .one_use(): exactly one read
 };
 
-// The deepest failure of a match attempt: where and why, and the nodes matched up to there.
+// The most specific failure of a match attempt: where and why, and the nodes matched up to there.
 struct explanation {
   bool failed = false;
   std::size_t depth = 0;     // nodes matched when it failed
   std::size_t progress = 0;  // 2·depth, +1 when it failed inside a node whose op type matched
+  std::size_t held = 0;      // values that had matched on its way (captures, constants, any())
   std::string message;
   std::vector<node_id> matched;
   node_id failing_node = no_id;  // the node the message is about, when there is one
 };
+
+// Which of two failures explains more: the one past more matched nodes (a failure on a node whose
+// op type matched, a Softmax with the wrong axis, is past one at a node of the wrong type in the
+// same place, an absent optional Cast); then the one past more values that matched (a scale of
+// the wrong value, found past the x that matched beside it, explains more than x failing to be
+// that scale); then, so that the choice never depends on the order in which a pattern lists
+// commutative operands or any_of branches, the message that sorts first.
+inline bool explains_more(std::size_t progress, std::size_t held, std::string_view message,
+                          const explanation& than) {
+  if (!than.failed) return true;
+  if (progress != than.progress) return progress > than.progress;
+  if (held != than.held) return held > than.held;
+  return message < than.message;
+}
+inline bool explains_more(const explanation& a, const explanation& than) {
+  return a.failed && explains_more(a.progress, a.held, a.message, than);
+}
 
 // Where a value was reached: input `slot` of `node`, itself reached from `parent`. Frames live on
 // the matcher's call stack, so backtracking never has to undo them.
@@ -168,24 +186,26 @@ class reason_ref {
   void (*write_)(void*, std::string&);
 };
 
-// Keeps the failure if it is the deepest so far (ties: the first one found).
-// "Deepest" counts a failure on a node whose op type matched (a Softmax with the wrong axis) as
-// further than one at a node of the wrong type in the same place (an absent optional Cast).
+// Keeps the failure if it explains more than the one kept so far.
 [[gnu::cold]] inline void record_failure(explanation& sink, const graph& g, const site* where,
                                          node_id about, std::span<const matched_entry> matched,
-                                         bool in_node, reason_ref reason) {
+                                         bool in_node, std::size_t held, reason_ref reason) {
   const std::size_t progress = 2 * matched.size() + (in_node ? 1 : 0);
-  if (sink.failed && progress <= sink.progress) return;
+  if (sink.failed && (progress < sink.progress || (progress == sink.progress && held < sink.held)))
+    return;
+  std::string message;
+  for (const site* s = where; s != nullptr; s = s->parent) {
+    message += "input " + std::to_string(s->slot) + " of " + g.describe(s->node);
+    message += s->parent != nullptr ? ", " : ": ";
+  }
+  reason(message);
+  if (!explains_more(progress, held, message, sink)) return;
   sink.failed = true;
   sink.depth = matched.size();
   sink.progress = progress;
+  sink.held = held;
   sink.failing_node = about;
-  sink.message.clear();
-  for (const site* s = where; s != nullptr; s = s->parent) {
-    sink.message += "input " + std::to_string(s->slot) + " of " + g.describe(s->node);
-    sink.message += s->parent != nullptr ? ", " : ": ";
-  }
-  reason(sink.message);
+  sink.message = std::move(message);
   sink.matched.clear();
   for (const matched_entry& e : matched) sink.matched.push_back(e.node);
 }
@@ -280,13 +300,23 @@ class context {
   std::array<matched_entry, Depth> matched{};
   std::size_t matched_count = 0;
   bool in_node = false;  // checking a node whose op type matched, before it counts as matched
+  std::size_t held = 0;  // values matched on the current path (see explains_more)
 
-  // Records a failure if it is the deepest so far. `reason` is only called when explaining.
+  // Records a failure if it explains more than those so far. `reason` is only called when
+  // explaining.
   template <class Reason>
   void fail(const site* where, node_id about, Reason&& reason) {
     if (sink != nullptr)
-      record_failure(*sink, g, where, about, {matched.data(), matched_count}, in_node,
+      record_failure(*sink, g, where, about, {matched.data(), matched_count}, in_node, held,
                      reason_ref(reason));
+  }
+
+  // Runs the rest of the match past a value that matched, counting it for the explanation.
+  bool hold(continuation rest) {
+    ++held;
+    if (rest()) return true;
+    --held;
+    return false;
   }
 
   void push(node_id n, use_policy policy, bool root) {
@@ -305,7 +335,7 @@ class context {
       s = value;
       s.bound = true;
     }
-    if (rest()) return true;
+    if (hold(rest)) return true;
     if (fresh) s = slot{};
     return false;
   }

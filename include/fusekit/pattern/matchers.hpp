@@ -271,9 +271,16 @@ struct checked : value_predicates<checked<Inner, Pred>> {
     pred.describe(out);
     out += "}";
   }
+  // The value counts as held (context::hold) once its predicates pass, not before: a capture that
+  // fails its dtype is as far as a constant of the wrong value in its place.
   template <class C>
   bool match(C& c, const site* where, value_id v, continuation rest) const {
-    return inner.match(c, where, v, [&] { return pred.check(c, where, v) && rest(); });
+    return inner.match(c, where, v, [&] {
+      --c.held;
+      const bool ok = pred.check(c, where, v);
+      ++c.held;
+      return ok && rest();
+    });
   }
 };
 
@@ -285,7 +292,7 @@ struct any_t : value_predicates<any_t> {
   void describe(std::string& out) const { out += "_"; }
   template <class C>
   bool match(C& c, const site* where, value_id v, continuation rest) const {
-    if (v != no_id) return rest();
+    if (v != no_id) return c.hold(rest);
     c.fail(where, no_id, [](std::string& m) { message::omitted(m, {}); });
     return false;
   }
@@ -813,7 +820,7 @@ struct op_pattern {
     if constexpr (variadic) {
       return inputs.head.match_all(c, where, n, given, rest);
     } else if constexpr (Commute) {
-      return match_pair(c, where, n, 0, 1, rest) || match_pair(c, where, n, 1, 0, rest);
+      return match_commuted(c, where, n, rest);
     } else {
       return match_in_order<0>(inputs, c, where, n, rest);
     }
@@ -831,12 +838,35 @@ struct op_pattern {
   }
 
   template <class C>
+  bool match_commuted(C& c, const site* where, node_id n, continuation rest) const {
+    if (match_pair(c, where, n, 0, 1, rest) || match_pair(c, where, n, 1, 0, rest)) return true;
+    // Explaining, each operand order is also tried second operand first, so that the failures
+    // the explanation chooses among are the same however the pattern lists the operands. Only
+    // the failures count: what matches both ways has reached the rest already.
+    if (c.sink != nullptr) {
+      auto stop = [] { return false; };
+      match_pair_reversed(c, where, n, 0, 1, stop);
+      match_pair_reversed(c, where, n, 1, 0, stop);
+    }
+    return false;
+  }
+
+  template <class C>
   bool match_pair(C& c, const site* where, node_id n, std::uint32_t first, std::uint32_t second,
                   continuation rest) const {
     const site a{n, first, where};
     const site b{n, second, where};
     return inputs.head.match(c, &a, c.g.input(n, first), [&] {
       return inputs.tail.head.match(c, &b, c.g.input(n, second), rest);
+    });
+  }
+  template <class C>
+  bool match_pair_reversed(C& c, const site* where, node_id n, std::uint32_t first,
+                           std::uint32_t second, continuation rest) const {
+    const site a{n, first, where};
+    const site b{n, second, where};
+    return inputs.tail.head.match(c, &b, c.g.input(n, second), [&] {
+      return inputs.head.match(c, &a, c.g.input(n, first), rest);
     });
   }
 };
@@ -1021,49 +1051,70 @@ struct any_of_t {
 
   template <class C>
   bool match(C& c, const site* where, value_id v, continuation rest) const {
-    bool reached = false;
-    return try_each<0>(alts, c, rest, reached,
-                       [&](const auto& alt, auto&& next) { return alt.match(c, where, v, next); });
+    return match_each(c, rest,
+                      [&](const auto& alt, auto&& next) { return alt.match(c, where, v, next); });
   }
   template <class C>
   bool match_root(C& c, node_id n, continuation rest) const {
-    bool reached = false;
-    return try_each<0>(alts, c, rest, reached,
-                       [&](const auto& alt, auto&& next) { return alt.match_root(c, n, next); });
+    return match_each(c, rest,
+                      [&](const auto& alt, auto&& next) { return alt.match_root(c, n, next); });
   }
 
  private:
-  // `reached`: whether some alternative matched here and handed on to the rest of the pattern.
-  // An alternative that failed here while a later one matched here explains nothing: when the
-  // whole match fails, its failure (k through repeat_kv, where k is a plain input) is dropped.
+  template <class C, class Try>
+  bool match_each(C& c, continuation rest, Try&& attempt) const {
+    if (c.sink == nullptr) return try_each<0>(alts, c, rest, attempt);
+    // Explaining: each alternative is tried from the same explanation, and the one kept is chosen
+    // among them by explains_more, whatever their order. An alternative that failed here while
+    // another matched here and handed on explains nothing (k through repeat_kv, where k is a plain
+    // input): the choice is among those that matched here, if any did.
+    const explanation before = *c.sink;
+    explanation best = before;
+    bool best_reached = false;
+    if (explain_each<0>(alts, c, rest, attempt, before, best, best_reached)) return true;
+    *c.sink = std::move(best);
+    return false;
+  }
+
+  // What an alternative that matched here hands on to: the branch's binding, then the rest.
+  template <std::size_t I, class C>
+  static bool hand_on(C& c, continuation rest) {
+    if constexpr (binds) {
+      constexpr std::size_t i = index_of<typename C::captures>(BindName.view());
+      return c.template bind<i>(slot{.id = std::uint32_t(I)}, rest);
+    } else {
+      return rest();
+    }
+  }
+
   template <std::size_t I, class P, class C, class Try>
-  bool try_each(const P& p, C& c, continuation rest, bool& reached, Try&& attempt) const {
+  static bool try_each(const P& p, C& c, continuation rest, Try&& attempt) {
+    if constexpr (std::is_same_v<P, pack<>>) {
+      return false;
+    } else {
+      auto next = [&] { return hand_on<I>(c, rest); };
+      return attempt(p.head, next) || try_each<I + 1>(p.tail, c, rest, attempt);
+    }
+  }
+
+  template <std::size_t I, class P, class C, class Try>
+  static bool explain_each(const P& p, C& c, continuation rest, Try&& attempt,
+                           const explanation& before, explanation& best, bool& best_reached) {
     if constexpr (std::is_same_v<P, pack<>>) {
       return false;
     } else {
       bool here = false;
       auto next = [&] {
-        here = reached = true;
-        if constexpr (binds) {
-          constexpr std::size_t i = index_of<typename C::captures>(BindName.view());
-          return c.template bind<i>(slot{.id = std::uint32_t(I)}, rest);
-        } else {
-          return rest();
-        }
+        here = true;
+        return hand_on<I>(c, rest);
       };
-      if (c.sink == nullptr)
-        return attempt(p.head, next) || try_each<I + 1>(p.tail, c, rest, reached, attempt);
-      const explanation before = *c.sink;
+      *c.sink = before;
       if (attempt(p.head, next)) return true;
-      if (here) return try_each<I + 1>(p.tail, c, rest, reached, attempt);
-      const explanation own = std::exchange(*c.sink, before);
-      bool later = false;
-      if (try_each<I + 1>(p.tail, c, rest, later, attempt)) return true;
-      reached = reached || later;
-      // Ties go to the failure found first, as record_failure keeps them.
-      if (!later && own.failed && (!c.sink->failed || own.progress >= c.sink->progress))
-        *c.sink = own;
-      return false;
+      if (here != best_reached ? here : explains_more(*c.sink, best)) {
+        best = *c.sink;
+        best_reached = here;
+      }
+      return explain_each<I + 1>(p.tail, c, rest, attempt, before, best, best_reached);
     }
   }
 };

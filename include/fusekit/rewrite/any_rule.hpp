@@ -53,39 +53,11 @@ struct attempt_sink {
   report& out;
 };
 
-template <class R>
-constexpr std::size_t near_miss_depth() {
-  if constexpr (requires { R::near_miss_depth; })
-    return R::near_miss_depth;
-  else
-    return 2;
-}
-
 inline std::vector<std::string> describe_all(const graph& g, std::span<const node_id> nodes) {
   std::vector<std::string> out;
   out.reserve(nodes.size());
   for (node_id n : nodes) out.push_back(g.describe(n));
   return out;
-}
-
-// A rule may say which anchors look like its block at all (R::resembles(g, n)); a failed match
-// at any other anchor is no near miss, however far it got (a RoPE MatMul is not attention).
-template <class R>
-bool resembles(const graph& g, node_id n) {
-  if constexpr (requires { R::resembles(g, n); })
-    return R::resembles(g, n);
-  else
-    return true;
-}
-
-// And which anchors are surely its block (R::is_its_block(g, n)): a failed match there is a near
-// miss however early it failed, so that no block the rule exists for is missed silently.
-template <class R>
-bool is_its_block(const graph& g, node_id n) {
-  if constexpr (requires { R::is_its_block(g, n); })
-    return R::is_its_block(g, n);
-  else
-    return false;
 }
 
 // The Shapes and Sizes outside c's match that read a matched value's dims, and where the edit
@@ -133,9 +105,7 @@ void attempt(const void* rule_options, const graph& g, attempt_sink& to) {
       if (!to.run.explain && !resembles<R>(g, n)) continue;
       pattern::explanation why;
       pattern::match(R::pattern, g, n, &why);
-      // A near miss got as far as the op type of the rule's near_miss_depth-th node. Failing
-      // before that, on the anchor's own inputs, is not one.
-      if (to.run.explain || why.progress + 1 >= 2 * near_miss_depth<R>() || is_its_block<R>(g, n))
+      if (to.run.explain || is_near_miss<R>(g, n, why))
         to.out.near_misses.push_back(
             {std::string(R::name), g.describe(n), why.message, why.depth,
              describe_all(g, why.matched),
@@ -180,19 +150,27 @@ void attempt(const void* rule_options, const graph& g, attempt_sink& to) {
 
 class any_rule {
  public:
-  // R with its options' defaults (a rule without options has none to give).
-  template <rule R>
+  // R with its options' defaults (a rule without options has none to give). A rule that does
+  // not check out (rule.hpp) fails to compile here, with the member's form in the message.
+  template <class R>
   static any_rule of() {
-    static const options_of<R> defaults{};
-    return of<R>(defaults);
+    if constexpr (check_rule<R>()) {
+      static const options_of<R> defaults{};
+      return of<R>(defaults);
+    } else {
+      return any_rule({}, 0, nullptr, nullptr);
+    }
   }
 
   // R with the caller's options, which must outlive every run of the rule.
-  template <rule R>
+  template <class R>
   static any_rule of(const options_of<R>& rule_options) {
-    return any_rule(R::name, priority_of<R>(), &rule_options, &detail::attempt<R>);
+    if constexpr (check_rule<R>())
+      return any_rule(R::name, priority_of<R>(), &rule_options, &detail::attempt<R>);
+    else
+      return any_rule({}, 0, nullptr, nullptr);
   }
-  template <rule R>
+  template <class R>
   static any_rule of(const options_of<R>&&) = delete;  // a temporary would not outlive the rule
 
   std::string_view name() const { return name_; }

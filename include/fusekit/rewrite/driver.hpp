@@ -474,7 +474,7 @@ inline report fuse(model& m, std::span<const any_rule> rules, const options& opt
 }
 
 // The same for rules named in the program, each with its options' defaults.
-template <rule... Rules>
+template <class... Rules>
 report fuse(model& m, const options& opts = {}, survey first_look = nullptr) {
   const std::array<any_rule, sizeof...(Rules)> rules{any_rule::of<Rules>()...};
   return fuse(m, rules, opts, first_look);

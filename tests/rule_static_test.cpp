@@ -1,0 +1,147 @@
+// What a rule may declare, checked by the compiler alone (rewrite/rule.hpp): each member of a
+// rule's vocabulary is accepted in its forms and refused in any other, since a member the engine
+// cannot call would otherwise be skipped without a word. Only static_asserts; building the file is
+// the test.
+#include <cstddef>
+#include <string_view>
+
+#include "fusekit/pattern/pattern.hpp"
+#include "fusekit/rewrite/rule.hpp"
+
+namespace {
+
+using namespace fusekit::pattern;
+using fusekit::graph;
+using fusekit::node_id;
+using fusekit::rewrite::emitter;
+using fusekit::rewrite::rule;
+using fusekit::rewrite::verdict;
+
+struct base {
+  static constexpr std::string_view name = "base";
+  static constexpr auto pattern = op<"Relu">(capture<"x">);
+  static void emit(const graph&, const auto&, emitter&) {}
+};
+static_assert(rule<base>);
+
+struct own_options {
+  bool strict = true;
+};
+
+// ---- accepted forms
+
+struct guarded : base {
+  static verdict guard(const graph&, const auto&) { return verdict::yes(); }
+};
+static_assert(rule<guarded>);
+
+struct guarded_with_options : base {
+  using options = own_options;
+  static verdict guard(const graph&, const auto&, const options&) { return verdict::yes(); }
+  static void emit(const graph&, const auto&, emitter&, const options&) {}
+};
+static_assert(rule<guarded_with_options>);
+
+struct with_policy : base {
+  static constexpr int priority = 2;
+  static constexpr std::size_t near_miss_depth = 3;
+  static bool resembles(const graph&, node_id) { return true; }
+  static bool is_its_block(const graph&, node_id) { return false; }
+};
+static_assert(rule<with_policy>);
+
+// A rule that inherits its members is checked on what it inherits.
+struct inherits_policy : with_policy {};
+static_assert(rule<inherits_policy>);
+
+// ---- refused: each would be skipped, and the rule run without it
+
+struct guard_of_mutable_graph : base {
+  static verdict guard(graph&, const auto&) { return verdict::yes(); }
+};
+static_assert(!rule<guard_of_mutable_graph>);
+
+struct guard_returning_bool : base {
+  static bool guard(const graph&, const auto&) { return true; }
+};
+static_assert(!rule<guard_returning_bool>);
+
+struct guard_not_static : base {
+  verdict guard(const graph&, const auto&) const { return verdict::yes(); }
+};
+static_assert(!rule<guard_not_static>);
+
+struct guard_of_run_options : base {
+  static verdict guard(const graph&, const auto&, const fusekit::rewrite::options&) {
+    return verdict::yes();
+  }
+};
+static_assert(!rule<guard_of_run_options>);
+
+struct guard_of_other_options : base {
+  using options = own_options;
+  static verdict guard(const graph&, const auto&, const int&) { return verdict::yes(); }
+};
+static_assert(!rule<guard_of_other_options>);
+
+struct emit_of_swapped_arguments : base {
+  static void emit(const auto&, const graph&, emitter&) {}
+};
+static_assert(!rule<emit_of_swapped_arguments>);
+
+struct no_emit {
+  static constexpr std::string_view name = "no-emit";
+  static constexpr auto pattern = op<"Relu">(capture<"x">);
+};
+static_assert(!rule<no_emit>);
+
+struct no_name {
+  static constexpr auto pattern = op<"Relu">(capture<"x">);
+  static void emit(const graph&, const auto&, emitter&) {}
+};
+static_assert(!rule<no_name>);
+
+struct name_not_constant : base {
+  static inline std::string_view name = "changes";
+};
+static_assert(!rule<name_not_constant>);
+
+struct pattern_not_a_pattern : base {
+  static constexpr int pattern = 1;
+};
+static_assert(!rule<pattern_not_a_pattern>);
+
+struct priority_as_function : base {
+  static int priority() { return 1; }
+};
+static_assert(!rule<priority_as_function>);
+
+struct priority_as_double : base {
+  static constexpr double priority = 1.5;
+};
+static_assert(!rule<priority_as_double>);
+
+struct near_miss_depth_zero : base {
+  static constexpr std::size_t near_miss_depth = 0;
+};
+static_assert(!rule<near_miss_depth_zero>);
+
+struct resembles_of_mutable_graph : base {
+  static bool resembles(graph&, node_id) { return true; }
+};
+static_assert(!rule<resembles_of_mutable_graph>);
+
+struct is_its_block_of_value : base {
+  static bool is_its_block(const graph&, fusekit::value_id, int) { return true; }
+};
+static_assert(!rule<is_its_block_of_value>);
+
+struct options_not_a_type : base {
+  static constexpr int options = 0;
+};
+static_assert(!rule<options_not_a_type>);
+
+struct final_rule final : base {};
+static_assert(!rule<final_rule>);
+
+}  // namespace
