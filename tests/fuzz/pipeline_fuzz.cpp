@@ -3,7 +3,8 @@
 // masks (causal ones too), casts, a decode step's key/value cache, repeat_kv, extra readers of
 // interior values (Shapes and Sizes of them too), missing inputs, stray attributes, an If body, a
 // model-local function holding it all), serialized, loaded and fused;
-// pipeline_check.hpp says what must hold.
+// pipeline_check.hpp says what must hold. The bytes left over then edit the model's structure
+// (structural_mutations.hpp): what that breaks, the loader may refuse, and nothing may crash.
 //
 // Every choice reads 0 from an exhausted input and 0 is the common case, so the empty input is a
 // plain fusible block and short inputs stay close to it.
@@ -22,6 +23,7 @@
 
 #include "fusekit/graph/model_builder.hpp"
 #include "pipeline_check.hpp"
+#include "structural_mutations.hpp"
 
 namespace {
 
@@ -438,6 +440,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   FuzzedDataProvider in(data, size);
   fusekit::rules::attention_options opts;
   fusekit::model built = attention_model(in, opts);
+  const int edits = in.ConsumeIntegralInRange(0, 3);
+  for (int i = 0; i < edits; ++i)
+    fusekit::fuzz::mutate_structure(built.proto, [&in](std::size_t n) {
+      return in.ConsumeIntegralInRange<std::size_t>(0, n - 1);
+    });
   // Turns a crashing input into a model file for a bug report (run the target on that input alone).
   if (const char* out = std::getenv("FUSEKIT_FUZZ_SAVE")) fusekit::save_model(built, out);
   // Through the bytes, as the command line reads a model.
@@ -446,7 +453,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     m = fusekit::parse_model(fusekit::detail::serialize_deterministic(built.proto),
                              "attention.onnx");
   } catch (const fusekit::error& e) {
-    fusekit::fuzz::broken("a built model does not load", e.what());
+    if (edits == 0) fusekit::fuzz::broken("a built model does not load", e.what());
+    return 0;  // an edited one may break what the loader checks
   }
   fusekit::fuzz::fuse_and_check(std::move(m), opts);
   return 0;
