@@ -943,6 +943,90 @@ TEST(MalformedNodes, WindowAttributesOfTheWrongLengthLeaveThePoolUnknown) {
   EXPECT_EQ(facts_of(g).shape_text(id(g, one_stride)), "unknown rank");
 }
 
+// The checker passes a GatherND whose batch_dims is negative, and ONNX's rule then reads the dim
+// before data's first: it crashed. A batch_dims of no fewer dims than an input has, or indices
+// whose last dim names more dims than data has past the batch ones, are refused alike. The node
+// is unknown, and its explanation says why ONNX's rule was not asked.
+TEST(MalformedNodes, AGatherNDOfANegativeBatchDimsIsUnknown) {
+  model_builder b(13);
+  auto data = b.input("data", dtype::float32, {2, 3, 4});
+  auto indices = b.input("indices", dtype::int64, {2, 1});
+  auto below =
+      b.op("GatherND", {data, indices}, {{"batch_dims", std::int64_t(-3)}}, {.name = "below"});
+  auto whole = b.op("GatherND", {data, indices}, {{"batch_dims", std::int64_t(2)}});
+  auto wide = b.op("GatherND", {data, b.input("wide", dtype::int64, {2, 4})});
+  auto fine = b.op("GatherND", {data, indices}, {{"batch_dims", std::int64_t(1)}});
+  for (const auto& v : {below, whole, wide, fine}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.why_unknown(id(g, below)),
+            "'below' has unknown rank: GatherND 'below' sets batch_dims to -3, which must be from "
+            "0 to below both inputs' ranks: ONNX's rule cannot read it");
+  EXPECT_EQ(f.shape_text(id(g, whole)), "unknown rank");
+  EXPECT_EQ(f.shape_text(id(g, wide)), "unknown rank");
+  EXPECT_EQ(f.shape_text(id(g, fine)), "[2, 4]");
+}
+
+// From opset 18 a Split without sizes makes num_outputs parts, and ONNX's rule writes one per
+// output: with more outputs than parts it read past its parts' end (garbage dims). fusekit's own
+// rule refuses such a Split, but does not run where output 0 is omitted; ONNX's rule is not asked
+// either. Nor is it asked for an axis past the int range, which it read wrapped into the rank.
+TEST(MalformedNodes, ASplitOfFewerPartsThanOutputsIsUnknown) {
+  model_builder b(18);
+  auto x = b.input("x", dtype::float32, {2, 10});
+  auto parts =
+      b.ops("Split", {x}, {{"num_outputs", std::int64_t(1)}}, {.name = "parts", .outputs = 3});
+  auto wrapped =
+      b.ops("Split", {x}, {{"axis", std::int64_t(1) << 32}, {"num_outputs", std::int64_t(2)}},
+            {.outputs = 2});
+  for (const auto& v : parts) b.output(v);
+  for (const auto& v : wrapped) b.output(v);
+  auto model = b.build();
+  for (auto& node : *model.mutable_graph()->mutable_node())
+    if (node.name() == "parts") node.set_output(0, "");
+  auto& outputs = *model.mutable_graph()->mutable_output();
+  outputs.erase(outputs.begin());
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.why_unknown(*g.find_value(parts[2].name)),
+            "'parts_2' has unknown rank: Split 'parts' makes 1 parts (num_outputs) for 3 "
+            "outputs: ONNX's rule cannot read it");
+  EXPECT_EQ(f.shape_text(*g.find_value(parts[1].name)), "unknown rank");
+  EXPECT_EQ(f.shape_text(id(g, wrapped[0])), "unknown rank");
+}
+
+// ONNX's Attention rule reads the value's sequence, and a 3-D value's hidden size, as numbers: a
+// dim that is none read as 0, and the scores or the output were proven of length 0. The rule is
+// not asked there; fusekit's own rule still proves a 4-D Attention's output.
+TEST(MalformedNodes, AnAttentionWhoseValueDimsAreNoNumbersGetsNoLengthZero) {
+  model_builder b(23);
+  auto q = b.input("q", dtype::float32, {2, 4, 5, 8});
+  auto v = b.input("v", dtype::float32, {2, 4, "L", 8});
+  auto four = b.ops("Attention", {q, b.input("k", dtype::float32, {2, 4, "L", 8}), v}, {},
+                    {.name = "four", .outputs = 4});
+  auto q3 = b.input("q3", dtype::float32, {2, 5, 8});
+  auto v3 = b.input("v3", dtype::float32, {2, "L", "Dv"});
+  auto three = b.op("Attention", {q3, b.input("k3", dtype::float32, {2, "L", 8}), v3},
+                    {{"q_num_heads", std::int64_t(2)}, {"kv_num_heads", std::int64_t(2)}});
+  b.output(four[0]);
+  b.output(four[3]);
+  b.output(three);
+  auto model = b.build();
+  for (auto& node : *model.mutable_graph()->mutable_node())
+    if (node.name() == "four") {
+      node.set_output(1, "");
+      node.set_output(2, "");
+    }
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, four[0])), "[2, 4, 5, 8]");
+  EXPECT_EQ(f.why_unknown(id(g, four[3])),
+            "'four_3' has unknown rank: Attention 'four' returns its scores, whose length ONNX's "
+            "rule reads as a number from the value: ONNX's rule cannot read it");
+  EXPECT_EQ(f.shape_text(id(g, three)), "unknown rank");
+}
+
 // Past the opsets any schema checks, a Shape without its input still explains itself: the
 // explanation used to read the input that is not there.
 TEST(MalformedNodes, AnExplanationStopsAtAShapeWithoutItsInput) {

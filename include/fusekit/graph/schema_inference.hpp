@@ -13,8 +13,10 @@
 #include <onnx/defs/shape_inference.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -201,6 +203,84 @@ class schema_context final : public onnx::InferenceContext {
 
 }  // namespace detail
 
+// What ONNX's rules read without checking it first. The checker passes these nodes, and the rules
+// (onnx 1.23's) index their inputs' dims, or a vector of their own, by the numbers they hold:
+// GatherND copies data's dims from batch_dims plus indices' last dim on, before the first where
+// that is negative (a crash); Split from opset 18 makes num_outputs parts and writes one per
+// output, past the parts' end where the node has more outputs; Attention reads dims of its value
+// as numbers even where they are none. Rules also read an int attribute as an int: an axis past
+// its range wraps into it, and Split's axis dim past it wraps too. The input dims themselves need
+// no check: a negative one is written as no number at all (schema_context::write).
+//
+// Why ONNX's rule cannot read `node` as it stands, as a phrase after the node's name; empty where
+// it can. Ranks only where its inputs' shapes are known: a rule with no shape to read reads none.
+inline std::string schema_rule_refusal(const onnx::NodeProto& node, std::int64_t opset,
+                                       std::span<const schema_input> inputs) {
+  auto int_attribute = [&](std::string_view name) -> std::optional<std::int64_t> {
+    for (const auto& a : node.attribute())
+      if (a.name() == name && a.type() == onnx::AttributeProto::INT) return a.i();
+    return std::nullopt;
+  };
+  auto rank = [&](std::size_t i) -> std::optional<std::int64_t> {
+    if (i >= inputs.size() || !inputs[i].present || inputs[i].shape == nullptr ||
+        !inputs[i].shape->known)
+      return std::nullopt;
+    return std::int64_t(inputs[i].shape->rank());
+  };
+  auto dim = [&](std::size_t i, std::int64_t k) -> std::optional<std::int64_t> {
+    const auto r = rank(i);
+    if (!r || k < 0 || k >= *r) return std::nullopt;
+    return inputs[i].shape->dims[std::size_t(k)].constant();
+  };
+  constexpr std::int64_t int_max = std::numeric_limits<int>::max();
+  for (const auto& a : node.attribute())
+    if (a.type() == onnx::AttributeProto::INT && a.name().ends_with("axis") &&
+        (a.i() < -int_max || a.i() > int_max))
+      return "sets '" + a.name() + "' to " + std::to_string(a.i()) +
+             ", which ONNX's rule reads as an int";
+  const std::string_view op = node.op_type();
+  if (op == "GatherND") {
+    const std::int64_t b = int_attribute("batch_dims").value_or(0);
+    const auto r = rank(0), q = rank(1);
+    std::optional<std::int64_t> last;
+    if (q && *q > 0) last = dim(1, *q - 1);
+    if (b < 0 || (r && q && b >= std::min(*r, *q)))
+      return "sets batch_dims to " + std::to_string(b) +
+             ", which must be from 0 to below both inputs' ranks";
+    if (r && last && (*last < 1 || *last > *r - b))
+      return "indexes " + std::to_string(*last) + " dims of data past " + std::to_string(b) +
+             " batch dims, which must be from 1 to its rank less those";
+  }
+  if (op == "Split") {
+    const auto r = rank(0);
+    std::int64_t axis = int_attribute("axis").value_or(0);
+    if (r && axis < 0) axis += *r;
+    if (const auto d = dim(0, axis); d && *d > int_max)
+      return "splits a dim of " + std::to_string(*d) + ", which ONNX's rule reads as an int";
+    const bool sizes = inputs.size() > 1 && inputs[1].present;
+    if (const auto parts = int_attribute("num_outputs");
+        opset >= 18 && !sizes && parts && *parts != node.output_size())
+      return "makes " + std::to_string(*parts) + " parts (num_outputs) for " +
+             std::to_string(node.output_size()) + " outputs";
+  }
+  if (op == "Attention") {
+    // The rule reads the value's kv sequence (and, 3-D, its hidden size) as numbers: a dim it
+    // does not know reads as 0, and an output of length 0 follows. Its scores output (3) takes
+    // that length, and is of rank 1 where query and value differ in rank.
+    const auto q = rank(0), v = rank(2);
+    const bool scores = node.output_size() > 3 && !node.output(3).empty();
+    auto number = [&](std::int64_t k) {
+      const auto d = dim(2, k);
+      return d && *d >= 0;
+    };
+    if (q && v && *q == 3 && *v == 3 && !number(2))
+      return "holds a value of hidden size no number, which ONNX's rule reads as one";
+    if (scores && q && v && (*q != *v || !number(*v == 4 ? 2 : 1)))
+      return "returns its scores, whose length ONNX's rule reads as a number from the value";
+  }
+  return {};
+}
+
 // The highest opset of ai.onnx whose rules the linked onnx release knows.
 inline int schema_registry_opset() {
   const auto& map = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map();
@@ -210,7 +290,8 @@ inline int schema_registry_opset() {
 
 // ONNX's rule for `node` at `opset` of ai.onnx, or nullopt when the linked onnx release has none it
 // can vouch for (unknown op, a subgraph-carrying op, an opset newer than the release, whose rules
-// may have changed) or the rule refused the inputs.
+// may have changed, a node the rule cannot read: schema_rule_refusal) or the rule refused the
+// inputs.
 inline std::optional<schema_outputs> schema_shapes(const onnx::NodeProto& node, std::int64_t opset,
                                                    std::span<const schema_input> inputs) {
   if (!node.domain().empty() && node.domain() != "ai.onnx") return std::nullopt;
@@ -220,6 +301,7 @@ inline std::optional<schema_outputs> schema_shapes(const onnx::NodeProto& node, 
   const onnx::OpSchema* schema =
       onnx::OpSchemaRegistry::Schema(node.op_type(), int(opset), onnx::ONNX_DOMAIN);
   if (schema == nullptr || !schema->has_type_and_shape_inference_function()) return std::nullopt;
+  if (!schema_rule_refusal(node, opset, inputs).empty()) return std::nullopt;
   detail::schema_context ctx(node, inputs, std::size_t(node.output_size()));
   try {
     schema->GetTypeAndShapeInferenceFunction()(ctx);

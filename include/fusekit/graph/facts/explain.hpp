@@ -119,6 +119,10 @@ class explanation {
     const std::string domain(g_.domain(n));
     if (!domain.empty() && domain != "com.microsoft")
       return g_.describe(n) + " is of domain '" + domain + "', whose ops fusekit does not know";
+    if (domain.empty())
+      if (std::string refusal = schema_rule_refusal(g_.node(n), g_.opset(""), f_.schema_inputs(n));
+          !refusal.empty())
+        return g_.describe(n) + " " + refusal + ": ONNX's rule cannot read it";
     return g_.describe(n) + " has no shape rule fusekit or ONNX (opsets to " +
            std::to_string(schema_registry_opset()) + ") proves at opset " +
            std::to_string(g_.opset(domain)) + " for these inputs";

@@ -109,9 +109,7 @@ inline facts_detail::rule_choice facts::own_rule(node_id n) {
   return *rules_[op];
 }
 
-// ONNX's own rule, for the outputs fusekit's rules left unknown.
-inline void facts::infer_by_schema(node_id n) {
-  if (!g_.domain(n).empty()) return;
+inline std::vector<schema_input> facts::schema_inputs(node_id n) const {
   std::vector<schema_input> inputs;
   inputs.reserve(g_.inputs(n).size());
   for (value_id v : g_.inputs(n)) {
@@ -121,7 +119,13 @@ inline void facts::infer_by_schema(node_id n) {
     }
     inputs.push_back({true, g_.type(v), &shape(v), &content(v), g_.constant_tensor(v)});
   }
-  const auto result = schema_shapes(g_.node(n), g_.opset(""), inputs);
+  return inputs;
+}
+
+// ONNX's own rule, for the outputs fusekit's rules left unknown.
+inline void facts::infer_by_schema(node_id n) {
+  if (!g_.domain(n).empty()) return;
+  const auto result = schema_shapes(g_.node(n), g_.opset(""), schema_inputs(n));
   if (!result) return;
   for (std::size_t k = 0; k < result->size() && k < g_.outputs(n).size(); ++k) {
     const value_id v = g_.output(n, k);

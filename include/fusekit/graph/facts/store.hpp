@@ -263,6 +263,8 @@ class facts {
   void infer(node_id n);
   facts_detail::rule_choice own_rule(node_id n);
   void infer_by_schema(node_id n);
+  // n's inputs as ONNX's rule is given them.
+  std::vector<schema_input> schema_inputs(node_id n) const;
 };
 
 // The facts of g, built on first use and kept with it.
