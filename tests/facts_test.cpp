@@ -300,6 +300,23 @@ TEST(Facts, ReductionsKeepOrDropTheirAxes) {
   EXPECT_EQ(f.shape_text(id(g, all)), "[]");
 }
 
+TEST(Facts, AReductionWithoutAxesToldNotToReduceIsAnIdentity) {
+  // Opset 18: axes not given are axes empty, which noop_with_empty_axes makes no reduction at all.
+  model_builder b(18);
+  auto x = b.input("x", dtype::float32, {2, "S", 32});
+  auto noop = b.op("ReduceMean", {x}, {{"noop_with_empty_axes", 1}});
+  auto empty = b.op("ReduceSum", {x, b.initializer("none", dtype::int64, {0}, {})},
+                    {{"noop_with_empty_axes", 1}});
+  auto all = b.op("ReduceMax", {x}, {{"keepdims", 0}});
+  for (const auto& v : {noop, empty, all}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, noop)), "[2, S, 32]");
+  EXPECT_EQ(f.shape_text(id(g, empty)), "[2, S, 32]");
+  EXPECT_EQ(f.shape_text(id(g, all)), "[]");
+}
+
 TEST(Facts, EinsumTileAndFlatten) {
   // Flux builds its RoPE table with all three.
   model_builder b(17);
@@ -801,6 +818,23 @@ TEST(MalformedNodes, ATransposeWhosePermIsNoPermutationIsUnknown) {
   EXPECT_EQ(f.why_unknown(id(g, single)),
             "'single' has unknown rank: Transpose 'single' sets attribute 'perm' as INT, its "
             "schema at opset 17 types it INTS");
+}
+
+// Split-18 reads its sizes from input 1: a `split` attribute left from opset 13 sizes nothing, and a
+// rule reading it would size the outputs wrongly.
+TEST(MalformedNodes, AnAttributeTheSchemaDoesNotHaveMakesTheNodeUnknown) {
+  model_builder b(18);
+  auto x = b.input("x", dtype::float32, {2, 6});
+  auto parts = b.ops("Split", {x},
+                     {{"axis", std::int64_t(1)}, {"split", std::vector<std::int64_t>{2, 4}}},
+                     {.name = "halves", .outputs = 2});
+  for (const auto& v : parts) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.why_unknown(id(g, parts[0])),
+            "'halves' has unknown rank: Split 'halves' sets attribute 'split', which its schema at "
+            "opset 18 does not have");
 }
 
 // Concat's axis has no default: without it the axis is no rule's to guess (it used to be 0).

@@ -157,6 +157,9 @@ class explanation {
                onnx::AttributeProto_AttributeType_Name(a.type()) + ", " + schema + " types it " +
                onnx::AttributeProto_AttributeType_Name(s->schema->attributes().at(a.name()).type);
       }
+      case schema_flaw::unknown_attribute:
+        return g_.describe(n) + " sets attribute '" + flaw.attribute->name() + "', which " +
+               schema + " does not have";
       case schema_flaw::missing_attribute:
         return g_.describe(n) + " lacks attribute '" + std::string(flaw.name) + "', which " +
                schema + " requires";

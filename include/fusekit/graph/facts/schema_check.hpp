@@ -2,8 +2,8 @@
 // describes it. A node that breaks its schema (a Where without its third input, a perm given as one
 // int, a Concat without its axis) gets unknown facts: what it computes, if it runs at all, is no
 // rule's to say. Checked as onnx's checker checks it: the counts of inputs and outputs, every input
-// the schema requires present, each attribute the schema names of the schema's type, every
-// required one set.
+// the schema requires present, no attribute the schema does not name, each of the schema's type,
+// every required one set.
 #pragma once
 
 #include <onnx/defs/schema.h>
@@ -33,10 +33,11 @@ struct schema_flaw {
     missing_input,
     output_count,
     attribute_type,
+    unknown_attribute,
     missing_attribute
   } kind = well_formed;
   int slot = 0;                                     // of missing_input
-  const onnx::AttributeProto* attribute = nullptr;  // of attribute_type
+  const onnx::AttributeProto* attribute = nullptr;  // of attribute_type, unknown_attribute
   std::string_view name;                            // of missing_attribute
 };
 
@@ -82,9 +83,11 @@ class schema_check {
       return {schema_flaw::output_count, 0, nullptr, {}};
     for (const onnx::AttributeProto& a : node.attribute()) {
       if (!a.ref_attr_name().empty()) continue;  // a function's attribute, typed where it is called
+      // An attribute the schema does not name is an older opset's (Split's `split` at 18): a rule
+      // reading it would size the outputs by what the op no longer reads.
       const auto it = schema.attributes().find(a.name());
-      if (it != schema.attributes().end() && it->second.type != a.type())
-        return {schema_flaw::attribute_type, 0, &a, {}};
+      if (it == schema.attributes().end()) return {schema_flaw::unknown_attribute, 0, &a, {}};
+      if (it->second.type != a.type()) return {schema_flaw::attribute_type, 0, &a, {}};
     }
     for (std::string_view name : s.required) {
       bool set = false;

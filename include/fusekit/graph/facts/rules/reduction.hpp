@@ -17,9 +17,11 @@ inline void infer_reduce(rule_context& cx, node_id n) {
   const bool keep = cx.g.attribute_int(n, "keepdims").value_or(1) != 0;
   const auto axes = cx.ints_of(n, 1, "axes");
   if (!axes && cx.g.input(n, 1) != no_id) return;  // axes computed at run time
-  std::vector<bool> reduced(x.rank(), !axes || axes->empty());
-  if (axes && axes->empty() && cx.g.attribute_int(n, "noop_with_empty_axes").value_or(0) != 0)
+  // Axes not given are axes empty: every axis, or none with noop_with_empty_axes.
+  const bool no_axes = !axes || axes->empty();
+  if (no_axes && cx.g.attribute_int(n, "noop_with_empty_axes").value_or(0) != 0)
     return cx.set(n, 0, x);
+  std::vector<bool> reduced(x.rank(), no_axes);
   if (axes)
     for (std::int64_t a : *axes) {
       const auto i = axis_index(a, x.rank());
