@@ -51,7 +51,7 @@ namespace fusekit::rewrite {
 // How a run goes, whatever its rules.
 struct options {
   bool explain = false;            // every anchor's outcome, not only near misses
-  std::vector<std::string> rules;  // names of the rules to run; empty: all
+  std::vector<std::string> rules{};  // names of the rules to run; empty: all
 
   bool runs(std::string_view rule) const {
     return rules.empty() || std::find(rules.begin(), rules.end(), rule) != rules.end();
