@@ -7,6 +7,7 @@
 
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
+#include "fusekit/rewrite/selfcheck.hpp"
 #include "gelu_sample.hpp"
 
 namespace {
@@ -113,6 +114,16 @@ TEST(GeluRuleNearMiss, InteriorValueIsAGraphOutput) {
   // 1 + erf(x/√2) is itself a model output, so it cannot be fused away.
   EXPECT_EQ(refusal(gelu_with({.add_is_output = true})),
             "Mul 'Mul_7': output of Add 'Add_4' is a graph output, so it cannot be fused away\n");
+}
+
+// The rule checks itself from its pattern: every form, operand order and constant spelling it
+// describes is written, fused and run in ONNX Runtime beside the original; each of its predicates
+// broken alone must leave the graph unfused, with a near miss that names it.
+TEST(GeluRule, Selfcheck) {
+  const auto result = fusekit::selfcheck::check<my_rules::gelu>(
+      {.write_to = std::filesystem::path(FUSEKIT_BINARY_DIR) / "selfcheck" / "gelu",
+       .python = FUSEKIT_PYTHON});
+  EXPECT_TRUE(result.ok()) << result.to_table();
 }
 
 }  // namespace

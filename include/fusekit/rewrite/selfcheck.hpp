@@ -1,0 +1,1019 @@
+// A rule checks itself from its own pattern: `selfcheck::check<R>()` writes the graphs the pattern
+// describes and runs the rule on them.
+//
+//   instances  every alternative of every choice the pattern holds: each branch of any_of, both
+//              operand orders of commutative, optional ops and maybe() inputs present and absent,
+//              transparent() and through_casts() with and without the node they look through, the
+//              instance's float type, the opset (a Reduce op's axes as attribute or input); each
+//              constant inside its bounds and each attribute as the pattern wants it. Every
+//              instance must fuse, and (options::python) compute in ONNX Runtime what the graph
+//              it replaced computes.
+//   mutants    per predicate, the same instance with that predicate alone broken: a constant out
+//              of its bounds, an attribute off, a leaf of another dtype or rank, an extra reader
+//              of an inner node's output, a capture that is two values. A mutant must not fuse,
+//              and its near miss must name what was broken; one that fuses all the same (another
+//              alternative of the pattern takes it) must compute what it replaced.
+//
+// What a pattern leaves open is searched for, with the rule as the judge: each leaf input is
+// first given options::shape, then its last dim alone, then a scalar, until the pattern and the
+// guard accept the graph. Predicates the pattern states as code (where, where_bound, same_dim,
+// proven_value of a capture) are not generated: they are checked, as everything is, by matching.
+// An alternative that no instance fuses is reported with the reason of its last refusal.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fusekit/graph/facts.hpp"
+#include "fusekit/graph/graph.hpp"
+#include "fusekit/graph/model_builder.hpp"
+#include "fusekit/io/model.hpp"
+#include "fusekit/pattern/pattern.hpp"
+#include "fusekit/rewrite/driver.hpp"
+#include "fusekit/rewrite/rule.hpp"
+
+namespace fusekit::selfcheck {
+
+struct options {
+  // Random instances beyond those that cover every alternative (a fixed seed repeats them).
+  std::size_t cases = 4;
+  std::uint64_t seed = 1;
+  // The shape of each leaf input, unless the pattern asks for another rank.
+  std::vector<std::int64_t> shape{2, 3, 8};
+  // The instances' float types and opsets: alternatives like the pattern's own.
+  std::vector<dtype> types{dtype::float32, dtype::float16};
+  std::vector<std::int64_t> opsets{17, 18};
+  // Where each instance, its fused form and each fused mutant are written ("" writes nothing).
+  std::filesystem::path write_to{};
+  // A Python with onnxruntime and numpy: runs each instance and its fused form on the same random
+  // inputs (needs write_to). Empty: parity is not checked, and the result says so.
+  std::string python{};
+};
+
+struct instance {
+  std::string choices;  // the alternatives it holds, "; "-separated
+  bool fused = false;
+  std::string reason;  // why it did not fuse
+  std::string file;    // its name under write_to
+  std::string parity;  // "ok", "differs: …", "not run: …", or "" (not asked)
+};
+
+struct mutant {
+  std::string breaks;     // the predicate broken
+  std::string expect;     // what the near miss must say
+  std::string near_miss;  // what it said
+  bool fused = false;     // another alternative took it
+  std::string file;
+  std::string parity;
+  bool ok = false;
+};
+
+struct result {
+  std::string rule;
+  std::vector<instance> instances;
+  std::vector<mutant> mutants;
+  // Alternatives that no instance fused, with the reason of the last refusal.
+  std::vector<std::string> uncovered;
+  std::size_t alternatives = 0;
+  bool parity_checked = false;
+
+  bool ok() const {
+    if (!uncovered.empty()) return false;
+    for (const instance& i : instances)
+      if (!i.fused || i.parity.starts_with("differs") || i.parity.starts_with("failed"))
+        return false;
+    for (const mutant& m : mutants)
+      if (!m.ok) return false;
+    return true;
+  }
+
+  // "gelu-erf: 14 instances fused, 9 alternatives covered; parity with ONNX Runtime 14/14; 6
+  // mutants refused, each named" and a line for each failure.
+  std::string to_table() const {
+    std::ostringstream out;
+    std::size_t fused = 0, same = 0, named = 0, absorbed = 0;
+    for (const instance& i : instances) {
+      fused += i.fused;
+      same += i.parity == "ok";
+    }
+    for (const mutant& m : mutants) {
+      named += m.ok && !m.fused;
+      absorbed += m.ok && m.fused;
+    }
+    out << rule << ": " << (ok() ? "ok" : "FAILED") << "; " << fused << " of " << instances.size()
+        << " instances fused, " << alternatives - uncovered.size() << " of " << alternatives
+        << " alternatives covered; parity with ONNX Runtime "
+        << (parity_checked ? std::to_string(same) + " of " + std::to_string(instances.size())
+                           : std::string("not checked (no Python with onnxruntime given)"))
+        << "; " << mutants.size() << " mutants: " << named << " refused and named";
+    if (absorbed) out << ", " << absorbed << " fused by another alternative";
+    out << "\n";
+    for (const std::string& u : uncovered) out << "  not covered: " << u << "\n";
+    for (const instance& i : instances) {
+      if (!i.fused) out << "  instance [" << i.choices << "] did not fuse: " << i.reason << "\n";
+      if (!i.parity.empty() && i.parity != "ok")
+        out << "  instance [" << i.choices << "] parity: " << i.parity << "\n";
+    }
+    for (const mutant& m : mutants)
+      if (!m.ok)
+        out << "  mutant (" << m.breaks << ") "
+            << (m.fused
+                    ? "fused, parity: " + m.parity
+                    : "expected a near miss saying \"" + m.expect + "\", got " +
+                          (m.near_miss.empty() ? std::string("none") : "\"" + m.near_miss + "\""))
+            << "\n";
+    return out.str();
+  }
+};
+
+namespace detail {
+
+// ---- choices: which alternative each choice point takes
+
+struct point {
+  std::size_t alternatives;
+  std::string label;
+};
+
+class planner {
+ public:
+  explicit planner(std::uint64_t seed) : random_(seed) {}
+
+  enum class mode : std::uint8_t { cover, random, replay };
+
+  void begin(mode m, std::vector<int> replay = {}) {
+    mode_ = m;
+    replay_ = std::move(replay);
+    taken_.clear();
+    sequence_.clear();
+    novel_ = false;
+  }
+
+  int choose(const void* where, std::size_t alternatives, const std::string& label) {
+    points_.try_emplace(where, point{alternatives, label});
+    int pick = 0;
+    if (mode_ == mode::replay) {
+      pick = sequence_.size() < replay_.size() ? replay_[sequence_.size()] : 0;
+    } else {
+      pick = int(random_() % alternatives);
+      // Covering: one alternative no instance has fused yet, and beside it alternatives that
+      // fused, so that a refusal is the new alternative's own.
+      // A fused one is taken at random: the branches it leads to hold the points not yet seen.
+      if (mode_ == mode::cover) {
+        int want = -1;
+        std::vector<int> fused;
+        for (std::size_t k = alternatives; k-- > 0;) {
+          if (wanted(where, int(k))) want = int(k);
+          if (covered_.contains({where, int(k)})) fused.push_back(int(k));
+        }
+        if (want >= 0 && (!novel_ || fused.empty())) {
+          pick = want;
+          novel_ = novel_ || !fused.empty();
+        } else if (!fused.empty()) {
+          pick = fused[random_() % fused.size()];
+        }
+      }
+    }
+    taken_.emplace_back(where, pick);
+    sequence_.push_back(pick);
+    return pick;
+  }
+
+  const std::vector<int>& sequence() const { return sequence_; }
+  const std::vector<std::pair<const void*, int>>& taken() const { return taken_; }
+
+  void fused() {
+    for (const auto& t : taken_) covered_.insert(t);
+  }
+  void refused(const std::string& why) {
+    for (const auto& t : taken_)
+      if (!covered_.contains(t)) {
+        ++failures_[t];
+        last_refusal_[t] = why;
+      }
+  }
+  // Whether a cover round could still reach an alternative no instance has fused.
+  bool wants_more() const {
+    for (const auto& [where, p] : points_)
+      for (std::size_t k = 0; k < p.alternatives; ++k)
+        if (wanted(where, int(k))) return true;
+    return false;
+  }
+  std::size_t alternatives() const {
+    std::size_t n = 0;
+    for (const auto& [where, p] : points_) n += p.alternatives;
+    return n;
+  }
+  std::vector<std::string> uncovered() const {
+    std::vector<std::string> out;
+    for (const auto& [where, p] : points_)
+      for (std::size_t k = 0; k < p.alternatives; ++k)
+        if (!covered_.contains({where, int(k)})) {
+          const auto why = last_refusal_.find({where, int(k)});
+          out.push_back(alternative_text(p, int(k)) +
+                        (why == last_refusal_.end() ? "" : ": " + why->second));
+        }
+    return out;
+  }
+  std::string describe_taken() const {
+    std::string out;
+    for (const auto& [where, k] : taken_) {
+      const point& p = points_.at(where);
+      if (p.alternatives < 2) continue;
+      out += (out.empty() ? "" : "; ") + alternative_text(p, k);
+    }
+    return out;
+  }
+
+ private:
+  static constexpr int tries_per_alternative = 3;
+
+  bool wanted(const void* where, int k) const {
+    const auto key = std::pair{where, k};
+    if (covered_.contains(key)) return false;
+    const auto f = failures_.find(key);
+    return f == failures_.end() || f->second < tries_per_alternative;
+  }
+  static std::string alternative_text(const point& p, int k) {
+    return p.label + ": " + std::to_string(k + 1) + " of " + std::to_string(p.alternatives);
+  }
+
+  std::mt19937_64 random_;
+  mode mode_ = mode::cover;
+  std::vector<int> replay_;
+  bool novel_ = false;  // whether this round took its one new alternative
+  std::vector<int> sequence_;
+  std::vector<std::pair<const void*, int>> taken_;
+  std::map<const void*, point> points_;
+  std::set<std::pair<const void*, int>> covered_;
+  std::map<std::pair<const void*, int>, int> failures_;
+  std::map<std::pair<const void*, int>, std::string> last_refusal_;
+};
+
+// ---- building one instance
+
+// What a value's predicates ask of the leaf that stands for it.
+struct want {
+  dtype type = dtype::undefined;
+  int rank = -1;
+  bool constant = false;  // a value the facts must know (proven_value): an initializer
+};
+
+// A leaf's shape, of those searched: the options' shape, its last dim alone, a scalar.
+enum class leaf_form : std::uint8_t { full, last_dim, scalar };
+inline constexpr int leaf_forms = 3;
+
+struct site {
+  std::string breaks;
+  std::string expect;
+};
+
+struct state {
+  build::model_builder b;
+  planner& plan;
+  const options& o;
+  dtype type;
+  std::int64_t opset;
+  std::map<std::string, build::value, std::less<>> bound;
+  std::vector<leaf_form> forms;  // of the free leaves, in order; missing ones: full
+  std::size_t free_leaves = 0;
+  int mutate = -1;  // the mutation site to break, -1: none
+  int sites = 0;
+  site broken{};
+  std::vector<build::value> extra_outputs;
+  std::size_t names = 0;
+  int depth = 0;  // of the op being built: 0 is the root
+
+  state(planner& p, const options& o, dtype t, std::int64_t opset)
+      : b(opset), plan(p), o(o), type(t), opset(opset) {}
+
+  // Whether the next mutation site is the one to break; records what breaking it must say.
+  bool breaks(std::string what, std::string expect) {
+    if (sites++ != mutate) return false;
+    broken = {std::move(what), std::move(expect)};
+    return true;
+  }
+
+  std::vector<std::int64_t> shape_for(const want& w) {
+    const std::vector<std::int64_t>& full = o.shape;
+    if (w.rank >= 0) {
+      std::vector<std::int64_t> dims(std::size_t(w.rank), 1);
+      for (int i = 0; i < w.rank && i < int(full.size()); ++i)
+        dims[std::size_t(w.rank - 1 - i)] = full[full.size() - 1 - std::size_t(i)];
+      return dims;
+    }
+    const std::size_t index = free_leaves++;
+    switch (index < forms.size() ? forms[index] : leaf_form::full) {
+      case leaf_form::last_dim:
+        return {full.back()};
+      case leaf_form::scalar:
+        return {};
+      case leaf_form::full:
+        break;
+    }
+    return full;
+  }
+
+  build::value leaf(std::string_view name, want w) {
+    const dtype t = w.type == dtype::undefined ? type : w.type;
+    // A value the facts must know is a number the rule reads (a scale, a cap): a scalar.
+    const std::vector<std::int64_t> dims =
+        w.constant && w.rank < 0 ? std::vector<std::int64_t>{} : shape_for(w);
+    if (w.constant) {
+      std::int64_t count = 1;
+      for (std::int64_t d : dims) count *= d;
+      return b.initializer(fresh(name), t, dims, std::vector<double>(std::size_t(count), 0.5));
+    }
+    std::vector<build::dim_spec> shape(dims.begin(), dims.end());
+    return b.input(fresh(name), t, shape);
+  }
+
+  std::string fresh(std::string_view name) {
+    std::string clean;
+    for (char c : name) clean += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+    return (clean.empty() ? std::string("in") : clean) + "_" + std::to_string(names++);
+  }
+};
+
+template <class P>
+struct gen;
+
+template <class P>
+build::value make(const P& p, state& s, want w = {}) {
+  return gen<P>::make(p, s, w);
+}
+
+// A choice point or a predicate as the report names it: the pattern's own text, cut short.
+template <class P>
+std::string text_of(const P& p) {
+  constexpr std::size_t most = 60;
+  std::string text = pattern::describe(p);
+  if (text.size() > most) text = text.substr(0, most) + "…";
+  return text;
+}
+
+// A value other than v's: where a mutant breaks a number.
+inline double off(double v, double tolerance) {
+  if (std::isinf(v)) return v < 0 ? -1e4 : 1e4;
+  return v + 0.5 + std::abs(v) * 0.5 + tolerance * 10;
+}
+
+template <>
+struct gen<pattern::any_t> {
+  static build::value make(const pattern::any_t&, state& s, want w) { return s.leaf("any", w); }
+};
+
+template <pattern::fixed_string Name>
+struct gen<pattern::capture_t<Name>> {
+  static build::value make(const pattern::capture_t<Name>&, state& s, want w) {
+    const std::string name(Name.view());
+    if (const auto found = s.bound.find(name); found != s.bound.end()) {
+      if (!s.breaks("'" + name + "' twice", "'" + name + "' must be the same value twice"))
+        return found->second;
+      return s.leaf(name, w);
+    }
+    return s.bound[name] = s.leaf(name, w);
+  }
+};
+
+template <pattern::fixed_string Name, class Inner>
+struct gen<pattern::captured<Name, Inner>> {
+  static build::value make(const pattern::captured<Name, Inner>& p, state& s, want w) {
+    const std::string name(Name.view());
+    if (const auto found = s.bound.find(name); found != s.bound.end()) return found->second;
+    return s.bound[name] = detail::make(p.inner, s, w);
+  }
+};
+
+template <pattern::fixed_string Name>
+struct gen<pattern::constant_scalar_t<Name>> {
+  static build::value make(const pattern::constant_scalar_t<Name>& p, state& s, want w) {
+    const std::string name(Name.view());
+    double v = p.has_expected ? p.expected
+               : p.has_least  ? p.least + 0.5
+               : p.has_most   ? p.most - 0.5
+                              : 0.5;
+    if (p.has_least && p.has_most) v = (p.least + p.most) / 2;
+    const bool bounded = p.has_expected || p.has_least || p.has_most;
+    if (bounded && s.breaks("constant scalar '" + name + "'", "constant scalar '" + name + "'"))
+      v = p.has_expected ? off(p.expected, p.tolerance) : p.has_most ? p.most + 1 : p.least - 1;
+    const dtype t = w.type == dtype::undefined ? s.type : w.type;
+    // An initializer or a Constant node: both are constants to the pattern.
+    if (s.plan.choose(&p, 2, "constant scalar '" + name + "' as an initializer | a Constant") == 0)
+      return s.b.initializer(s.fresh(name), t, {}, {v});
+    return s.b.constant_scalar(t, v);
+  }
+};
+
+template <pattern::fixed_string Name>
+struct gen<pattern::constant_t<Name>> {
+  static build::value make(const pattern::constant_t<Name>& p, state& s, want w) {
+    using pattern::tensor_rule;
+    const dtype t = w.type == dtype::undefined ? s.type : w.type;
+    const std::int64_t n = s.o.shape.back();
+    if (p.rule == tensor_rule::none || p.rule == tensor_rule::all_equal ||
+        p.rule == tensor_rule::all_ones)
+      return s.b.initializer(s.fresh(Name.view()), t, {n}, std::vector<double>(std::size_t(n), 1));
+    std::vector<double> square(std::size_t(n * n));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < n; ++j)
+        square[std::size_t(i * n + j)] =
+            p.rule == tensor_rule::lower_triangular_ones ? j <= i : j > i;
+    const std::string name(Name.view());
+    if (s.breaks("constant '" + name + "' " + pattern::detail::tensor_rule_text(p.rule),
+                 "constant '" + name + "'"))
+      square[std::size_t(n - 1)] = 1 - square[std::size_t(n - 1)];
+    return s.b.initializer(s.fresh(name), t, {n, n}, square);
+  }
+};
+
+template <pattern::fixed_string Name, std::size_t N>
+struct gen<pattern::checked<pattern::constant_t<Name>, pattern::elements_are<Name, N>>> {
+  using P = pattern::checked<pattern::constant_t<Name>, pattern::elements_are<Name, N>>;
+  static build::value make(const P& p, state& s, want w) {
+    std::vector<double> values(p.pred.values.begin(), p.pred.values.end());
+    const std::string name(Name.view());
+    if (s.breaks("constant '" + name + "' values", "constant '" + name + "'"))
+      values[0] = off(values[0], p.pred.tolerance);
+    const dtype t = w.type == dtype::undefined ? s.type : w.type;
+    return s.b.initializer(s.fresh(name), t, {std::int64_t(N)}, values);
+  }
+};
+
+template <class T>
+inline constexpr bool is_leaf = false;
+template <>
+inline constexpr bool is_leaf<pattern::any_t> = true;
+template <pattern::fixed_string Name>
+inline constexpr bool is_leaf<pattern::capture_t<Name>> = true;
+template <class Inner, class Pred>
+inline constexpr bool is_leaf<pattern::checked<Inner, Pred>> = is_leaf<Inner>;
+
+// A dtype that none of Types is: where a mutant breaks a dtype predicate.
+template <dtype... Types>
+constexpr dtype other_than() {
+  for (dtype t : {dtype::float64, dtype::int32, dtype::float32, dtype::float16})
+    if (((t != Types) && ...)) return t;
+  return dtype::int64;
+}
+
+template <class Inner, class Pred>
+struct gen<pattern::checked<Inner, Pred>> {
+  static build::value make(const pattern::checked<Inner, Pred>& p, state& s, want w) {
+    refine(p.pred, s, w);
+    return detail::make(p.inner, s, w);
+  }
+
+ private:
+  template <dtype... Types>
+  static void refine(const pattern::dtype_is<Types...>& pred, state& s, want& w) {
+    w.type = ((s.type == Types) || ...) ? s.type : std::get<0>(std::tuple{Types...});
+    if constexpr (is_leaf<Inner>) {
+      std::string text;
+      pred.describe(text);
+      constexpr dtype wrong = other_than<Types...>();
+      if (s.breaks(text, "has dtype " + std::string(dtype_name(wrong)))) w.type = wrong;
+    }
+  }
+  template <std::size_t Rank>
+  static void refine(const pattern::rank_is<Rank>&, state& s, want& w) {
+    rank(Rank, s, w);
+  }
+  template <std::size_t Rank>
+  static void refine(const pattern::proven_rank_is<Rank>&, state& s, want& w) {
+    rank(Rank, s, w);
+  }
+  template <class F>
+  static void refine(const pattern::proven_value_is<F>&, state&, want& w) {
+    w.constant = true;
+  }
+  template <class Other>
+  static void refine(const Other&, state&, want&) {}
+
+  static void rank(std::size_t r, state& s, want& w) {
+    w.rank = int(r);
+    if constexpr (is_leaf<Inner>)
+      if (s.breaks("rank " + std::to_string(r), "rank")) w.rank = int(r) + 1;
+  }
+};
+
+template <class P, bool AnyCasts>
+struct gen<pattern::transparent_t<P, AnyCasts>> {
+  static build::value make(const pattern::transparent_t<P, AnyCasts>& p, state& s, want w) {
+    const build::value v = detail::make(p.inner, s, w);
+    const std::string label = text_of(p) + (AnyCasts ? " without | with a Cast to its own type"
+                                                     : " without | with an Identity");
+    if (s.plan.choose(&p, 2, label) == 0) return v;
+    if constexpr (AnyCasts)
+      return s.b.op("Cast", {v}, {{"to", w.type == dtype::undefined ? s.type : w.type}});
+    else
+      return s.b.op("Identity", {v});
+  }
+};
+
+template <class P>
+struct gen<pattern::maybe_t<P>> {
+  static build::value make(const pattern::maybe_t<P>& p, state& s, want w) {
+    if (s.plan.choose(&p, 2, text_of(p) + " given | omitted") == 1) return {""};
+    return detail::make(p.inner, s, w);
+  }
+};
+
+template <class Op, pattern::fixed_string Bind>
+struct gen<pattern::optional_t<Op, Bind>> {
+  static build::value make(const pattern::optional_t<Op, Bind>& p, state& s, want w) {
+    if (s.plan.choose(&p, 2, text_of(p) + " present | absent") == 0)
+      return detail::make(p.inner, s, w);
+    return detail::make(p.inner.inputs.head, s, w);
+  }
+};
+
+template <pattern::fixed_string Bind, class... Alts>
+struct gen<pattern::any_of_t<Bind, Alts...>> {
+  static build::value make(const pattern::any_of_t<Bind, Alts...>& p, state& s, want w) {
+    const int k = s.plan.choose(&p, sizeof...(Alts), text_of(p) + " branch");
+    return pick(p.alts, k, s, w);
+  }
+
+ private:
+  template <class Pack>
+  static build::value pick(const Pack& alts, int k, state& s, want w) {
+    if constexpr (std::is_same_v<Pack, pattern::pack<>>)
+      return {""};
+    else if (k == 0)
+      return detail::make(alts.head, s, w);
+    else
+      return pick(alts.tail, k - 1, s, w);
+  }
+};
+
+// ---- an op node: its predicates first (an attribute, the axes, a dtype that retypes what it
+// reads), then its inputs
+
+struct node_parts {
+  std::vector<build::attr> attrs;
+  bool has_axes = false;
+  std::vector<std::int64_t> axes;
+};
+
+inline std::optional<std::int64_t> attribute_value(const pattern::int_is& m, bool broken, state&) {
+  return broken ? m.value + 1 : m.value;
+}
+template <std::size_t N>
+std::optional<std::int64_t> attribute_value(const pattern::int_in<N>& m, bool broken, state& s) {
+  std::int64_t v = m.values[0];
+  // The instance's own type where the attribute is a type (a Cast's `to`).
+  for (std::int64_t x : m.values)
+    if (x == std::int64_t(s.type)) v = x;
+  if (broken)
+    for (v = 0; std::find(m.values.begin(), m.values.end(), v) != m.values.end();) ++v;
+  return v;
+}
+
+template <pattern::fixed_string Attr, class Matcher>
+void attribute(const Matcher& m, state& s, node_parts& parts) {
+  const std::string name(Attr.view());
+  std::string text;
+  m.describe(text);
+  const auto breaks = [&] { return s.breaks(name + "=" + text, name + " = "); };
+  if constexpr (std::is_same_v<Matcher, pattern::last_axis_t>) {
+    parts.attrs.emplace_back(name, std::int64_t(breaks() ? 0 : -1));
+  } else if constexpr (std::is_same_v<Matcher, pattern::float_near>) {
+    parts.attrs.emplace_back(name, breaks() ? off(m.value, m.tolerance) : m.value);
+  } else if constexpr (std::is_same_v<Matcher, pattern::string_is>) {
+    parts.attrs.emplace_back(name, std::string(m.value) + (breaks() ? "_other" : ""));
+  } else if constexpr (requires {
+                         m.on_axes(std::declval<const graph&>(), node_id{}, pattern::int_list{});
+                       }) {
+    std::vector<std::int64_t> v(m.values.begin(), m.values.end());
+    if (breaks()) v.push_back(v.empty() ? 0 : v.back() + 1);
+    parts.attrs.emplace_back(name, v);
+  } else if constexpr (requires { attribute_value(m, false, s); }) {
+    parts.attrs.emplace_back(name, *attribute_value(m, breaks(), s));
+  }
+  // satisfies(text, fn): a predicate in code, which nothing here can write; the match judges it.
+}
+
+template <class Pred>
+void predicate(const Pred&, state&, node_parts&) {}
+template <pattern::fixed_string Attr, class Matcher>
+void predicate(const pattern::node_check<pattern::attribute_is<Attr, Matcher>>& p, state& s,
+               node_parts& parts) {
+  attribute<Attr>(p.matcher, s, parts);
+}
+template <class Matcher>
+void predicate(const pattern::axes_are<Matcher>& p, state& s, node_parts& parts) {
+  std::string text;
+  p.describe(text);
+  const bool broken = s.breaks(text, "axes");
+  parts.has_axes = true;
+  if constexpr (std::is_same_v<Matcher, pattern::last_axis_t>) {
+    parts.axes = {broken ? 0 : -1};
+  } else {
+    parts.axes.assign(p.matcher.values.begin(), p.matcher.values.end());
+    if (broken) parts.axes.push_back(parts.axes.empty() ? 0 : parts.axes.back() + 1);
+  }
+}
+// A dtype of the op's output: the instance's type where it is one of them; broken, a type none
+// is, for every value the op reads.
+template <dtype... Types>
+void predicate(const pattern::dtype_is<Types...>& p, state& s, node_parts&) {
+  if (!((s.type == Types) || ...)) s.type = std::get<0>(std::tuple{Types...});
+  std::string text;
+  p.describe(text);
+  constexpr dtype wrong = other_than<Types...>();
+  if (s.breaks(text, "has dtype " + std::string(dtype_name(wrong)))) s.type = wrong;
+}
+
+template <class Preds>
+void predicates(const Preds& preds, state& s, node_parts& parts) {
+  if constexpr (!std::is_same_v<Preds, pattern::pack<>>) {
+    predicate(preds.head, s, parts);
+    predicates(preds.tail, s, parts);
+  }
+}
+
+template <class Inputs>
+void inputs(const Inputs& in, state& s, want w, std::vector<build::value>& out) {
+  if constexpr (!std::is_same_v<Inputs, pattern::pack<>>) {
+    out.push_back(detail::make(in.head, s, w));
+    inputs(in.tail, s, w, out);
+  }
+}
+
+// Where a Reduce op takes its axes: an input from ReduceSum 13 and the others 18 on.
+inline bool axes_as_input(std::string_view op, std::int64_t opset) {
+  return opset >= (op == "ReduceSum" ? 13 : 18);
+}
+
+template <class Spec, class Inputs, class Preds, bool Commute>
+struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
+  using P = pattern::op_pattern<Spec, Inputs, Preds, Commute>;
+  static build::value make(const P& p, state& s, want w) {
+    const bool root = s.depth++ == 0;
+    const dtype outer = s.type;
+    node_parts parts;
+    predicates(p.preds, s, parts);
+    // What an op reads is of its output's type, but for a Cast, which makes that type.
+    const want in{.type = Spec::name == "Cast" ? dtype::undefined : w.type};
+    std::vector<build::value> args;
+    if constexpr (P::variadic) {
+      args.push_back(detail::make(p.inputs.head.element, s, in));
+      args.push_back(detail::make(p.inputs.head.element, s, in));
+    } else {
+      inputs(p.inputs, s, in, args);
+    }
+    if constexpr (Commute) {
+      if (s.plan.choose(&p, 2, text_of(p) + " operands as written | swapped") == 1)
+        std::swap(args[0], args[1]);
+    }
+    while (!args.empty() && args.back().name.empty()) args.pop_back();
+    if (parts.has_axes) {
+      if (axes_as_input(Spec::name, s.opset)) {
+        args.resize(std::max<std::size_t>(args.size(), 1));
+        args.insert(
+            args.begin() + 1,
+            s.b.initializer(s.fresh("axes"), dtype::int64, {std::int64_t(parts.axes.size())},
+                            std::vector<double>(parts.axes.begin(), parts.axes.end())));
+      } else {
+        parts.attrs.emplace_back("axes", parts.axes);
+      }
+    }
+    const auto named = [&](std::string_view a) {
+      for (const build::attr& x : parts.attrs)
+        if (x.proto.name() == a) return true;
+      return false;
+    };
+    // Attributes ONNX requires and no predicate gave.
+    if (Spec::name == "Cast" && !named("to"))
+      parts.attrs.emplace_back("to", w.type == dtype::undefined ? outer : w.type);
+    if (Spec::name == "Concat" && !named("axis"))
+      parts.attrs.emplace_back("axis", std::int64_t(-1));
+    const auto outs = s.b.ops(Spec::name, args, {},
+                              {.domain = std::string(Spec::domain), .outputs = int(p.slot) + 1});
+    auto& node = *s.b.proto().mutable_node(s.b.proto().node_size() - 1);
+    for (const build::attr& a : parts.attrs) *node.add_attribute() = a.proto;
+    s.type = outer;
+    --s.depth;
+    const build::value out = outs[p.slot];
+    if (!root && p.policy == pattern::use_policy::contained &&
+        s.breaks("a reader outside the pattern of " + text_of(p), "is also read by"))
+      s.extra_outputs.push_back(s.b.op("Identity", {out}));
+    return out;
+  }
+};
+
+// ---- judging an instance
+
+struct built {
+  onnx::ModelProto model;
+  std::string root;  // the root node's output
+  site broken;
+  int sites = 0;
+  std::vector<int> sequence;
+  std::string choices;
+  std::size_t free_leaves = 0;
+};
+
+template <class R>
+built build(planner& plan, const options& o, const std::vector<leaf_form>& forms, int mutate) {
+  std::string types = "float type", opsets = "opset";
+  for (dtype t : o.types) types += (types.size() == 10 ? " " : "|") + std::string(dtype_name(t));
+  for (std::int64_t v : o.opsets) opsets += (opsets.size() == 5 ? " " : "|") + std::to_string(v);
+  const dtype t = o.types[std::size_t(plan.choose(&o.types, o.types.size(), types))];
+  const std::int64_t opset = o.opsets[std::size_t(plan.choose(&o.opsets, o.opsets.size(), opsets))];
+  state s(plan, o, t, opset);
+  s.forms = forms;
+  s.mutate = mutate;
+  s.b.opset_import("com.microsoft", 1);
+  const build::value root = make(R::pattern, s);
+  built out;
+  out.model = s.b.build();
+  out.sites = s.sites;
+  out.broken = s.broken;
+  out.sequence = plan.sequence();
+  out.choices = plan.describe_taken();
+  out.free_leaves = s.free_leaves;
+  // The outputs, typed as the facts prove them: ONNX Runtime and the checker want their types.
+  const graph g(out.model);
+  const facts& f = facts_of(g);
+  for (const build::value& v : [&] {
+         std::vector<build::value> all{root};
+         all.insert(all.end(), s.extra_outputs.begin(), s.extra_outputs.end());
+         return all;
+       }()) {
+    const value_id id = *g.find_value(v.name);
+    auto& info = *out.model.mutable_graph()->add_output();
+    info.set_name(v.name);
+    auto& tensor = *info.mutable_type()->mutable_tensor_type();
+    tensor.set_elem_type(int(g.type(id)));
+    if (const auto rank = f.rank(id)) {
+      auto& shape = *tensor.mutable_shape();
+      for (std::size_t i = 0; i < *rank; ++i) {
+        const auto size = f.dim_of(id, int(i))->constant();
+        if (size)
+          shape.add_dim()->set_dim_value(*size);
+        else
+          shape.add_dim();
+      }
+    }
+  }
+  out.root = root.name;
+  return out;
+}
+
+// The leaf forms to try, fewest changed leaves first.
+inline std::vector<std::vector<leaf_form>> leaf_searches(std::size_t leaves) {
+  constexpr std::size_t most = 256;
+  std::vector<std::vector<leaf_form>> all;
+  for (std::size_t changed = 0; changed <= leaves && all.size() < most; ++changed) {
+    std::vector<int> digits(leaves, 0);
+    for (;;) {
+      std::size_t nonzero = 0;
+      for (int d : digits) nonzero += d != 0;
+      if (nonzero == changed) {
+        std::vector<leaf_form> forms;
+        for (int d : digits) forms.push_back(leaf_form(d));
+        all.push_back(std::move(forms));
+        if (all.size() >= most) break;
+      }
+      std::size_t i = 0;
+      while (i < leaves && ++digits[i] == leaf_forms) digits[i++] = 0;
+      if (i == leaves) break;
+    }
+  }
+  return all;
+}
+
+template <class R>
+bool accepted(const built& b, const rewrite::options_of<R>& own) {
+  const graph g(b.model);
+  const node_id root = g.producer(*g.find_value(b.root));
+  if (root == no_id) return false;
+  const auto m = pattern::match(R::pattern, g, root);
+  return m && bool(rewrite::guard_of<R>(g, m, own));
+}
+
+// The rule run as the driver runs it, every anchor explained.
+template <class R>
+rewrite::report run(onnx::ModelProto& m, const rewrite::options_of<R>& own) {
+  fusekit::model whole{.proto = m, .path = {}};
+  const std::array rules{rewrite::any_rule::of<R>(own)};
+  rewrite::report r = rewrite::fuse(whole, rules, {.explain = true});
+  m = std::move(whole.proto);
+  return r;
+}
+
+inline std::string reason_at(const rewrite::report& r, const std::string& root_text) {
+  for (const rewrite::near_miss& n : r.near_misses)
+    if (n.anchor == root_text) return n.reason;
+  return r.near_misses.empty() ? std::string("no near miss") : r.near_misses.front().reason;
+}
+
+inline void write(const std::filesystem::path& path, const onnx::ModelProto& m) {
+  std::ofstream out(path, std::ios::binary);
+  if (!fusekit::detail::serialize_deterministic(m, out))
+    throw error("cannot write " + path.string());
+}
+
+// Runs each original and its fused form in ONNX Runtime on the same random inputs.
+inline constexpr std::string_view parity_script =
+    R"(import sys, pathlib, numpy as np, onnxruntime as ort
+root = pathlib.Path(sys.argv[1])
+tolerance = {np.float32: 1e-4, np.float16: 2e-2, np.float64: 1e-9}
+def run(path, feeds):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"]).run(None, feeds)
+for line in (root / "pairs.txt").read_text().splitlines():
+    name, fused = line.split("\t")
+    try:
+        rng = np.random.default_rng(0)
+        session = ort.InferenceSession(str(root / name), providers=["CPUExecutionProvider"])
+        feeds = {}
+        for i in session.get_inputs():
+            shape = [d if isinstance(d, int) else 2 for d in i.shape]
+            kind = i.type[len("tensor("):-1]
+            dtype = {"float": np.float32, "float16": np.float16, "double": np.float64, "int64": np.int64,
+                     "int32": np.int32, "bool": np.bool_}[kind]
+            feeds[i.name] = (rng.integers(0, 2, shape) if dtype in (np.int64, np.int32, np.bool_)
+                             else rng.standard_normal(shape)).astype(dtype)
+        expected = run(root / name, feeds)
+    except Exception as e:
+        print(name + "\tnot run: ONNX Runtime cannot run the original: " + str(e).splitlines()[0][:200])
+        continue
+    try:
+        got = run(root / fused, feeds)
+    except Exception as e:
+        print(name + "\tfailed: ONNX Runtime cannot run the fused model: " + str(e).splitlines()[0][:200])
+        continue
+    worst = ""
+    for k, (a, b) in enumerate(zip(expected, got)):
+        t = tolerance.get(a.dtype.type, 1e-4)
+        if a.shape != b.shape:
+            worst = "output %d has shape %s, expected %s" % (k, b.shape, a.shape)
+        elif not np.allclose(a.astype(np.float64), b.astype(np.float64), rtol=t, atol=t, equal_nan=True):
+            worst = "output %d differs by up to %g" % (k, float(np.nanmax(np.abs(a.astype(np.float64) - b.astype(np.float64)))))
+    print(name + "\t" + ("differs: " + worst if worst else "ok"))
+)";
+
+inline std::map<std::string, std::string> run_parity(const options& o,
+                                                     const std::vector<std::string>& pairs) {
+  {
+    std::ofstream script(o.write_to / "parity.py");
+    script << parity_script;
+    std::ofstream list(o.write_to / "pairs.txt");
+    for (const std::string& p : pairs)
+      list << p << "\t" << std::filesystem::path(p).stem().string() << ".fused.onnx\n";
+  }
+  const std::filesystem::path log = o.write_to / "parity.txt";
+  const std::string command = "\"" + o.python + "\" \"" + (o.write_to / "parity.py").string() +
+                              "\" \"" + o.write_to.string() + "\" > \"" + log.string() + "\" 2>&1";
+  std::map<std::string, std::string> verdicts;
+  const int status = std::system(command.c_str());
+  std::ifstream in(log);
+  std::string line;
+  while (std::getline(in, line))
+    if (const auto tab = line.find('\t'); tab != std::string::npos)
+      verdicts[line.substr(0, tab)] = line.substr(tab + 1);
+  if (status != 0 || verdicts.size() != pairs.size()) {
+    std::string first;
+    std::ifstream again(log);
+    std::getline(again, first);
+    throw error("selfcheck: running ONNX Runtime with " + o.python + " failed: " + first);
+  }
+  return verdicts;
+}
+
+}  // namespace detail
+
+// Checks R from its own pattern (the header's comment says how); `own`: the rule's options.
+template <class R>
+result check(const options& o, const rewrite::options_of<R>& own) {
+  using detail::planner;
+  result out;
+  out.rule = std::string(R::name);
+  out.parity_checked = !o.python.empty();
+  if (out.parity_checked && o.write_to.empty())
+    throw error("selfcheck: parity with ONNX Runtime needs a directory to write the models to");
+  if (!o.write_to.empty()) std::filesystem::create_directories(o.write_to);
+  planner plan(o.seed);
+  std::vector<std::string> pairs;
+  std::set<std::string> mutated;
+
+  struct fused_instance {
+    std::vector<int> sequence;
+    std::vector<detail::leaf_form> forms;
+    int sites;
+  };
+  std::vector<fused_instance> to_mutate;
+
+  const auto keep = [&](const std::string& stem, const onnx::ModelProto& before,
+                        const onnx::ModelProto& after) {
+    if (o.write_to.empty()) return std::string();
+    detail::write(o.write_to / (stem + ".onnx"), before);
+    detail::write(o.write_to / (stem + ".fused.onnx"), after);
+    pairs.push_back(stem + ".onnx");
+    return stem + ".onnx";
+  };
+
+  const auto attempt = [&](planner::mode mode) {
+    plan.begin(mode);
+    detail::built first = detail::build<R>(plan, o, {}, -1);
+    const std::vector<int> sequence = first.sequence;
+    const std::string choices = first.choices;
+    std::vector<detail::leaf_form> winner;
+    bool found = false;
+    for (const auto& forms : detail::leaf_searches(first.free_leaves)) {
+      plan.begin(planner::mode::replay, sequence);
+      const detail::built b = detail::build<R>(plan, o, forms, -1);
+      if (detail::accepted<R>(b, own)) {
+        winner = forms;
+        found = true;
+        break;
+      }
+    }
+    plan.begin(planner::mode::replay, sequence);
+    detail::built b = detail::build<R>(plan, o, winner, -1);
+    instance i;
+    i.choices = choices;
+    onnx::ModelProto fused = b.model;
+    const rewrite::report r = detail::run<R>(fused, own);
+    i.fused = !r.fusions.empty();
+    if (!i.fused) {
+      const graph g(b.model);
+      i.reason = detail::reason_at(r, g.describe(g.producer(*g.find_value(b.root))));
+      if (!found) i.reason += " (and with every leaf shape searched)";
+      plan.refused(i.reason);
+    } else {
+      plan.fused();
+      i.file = keep("instance_" + std::to_string(out.instances.size()), b.model, fused);
+      if (mode == planner::mode::cover) to_mutate.push_back({sequence, winner, b.sites});
+    }
+    out.instances.push_back(std::move(i));
+  };
+
+  constexpr std::size_t most_cover_rounds = 128;
+  for (std::size_t k = 0; k == 0 || (plan.wants_more() && k < most_cover_rounds); ++k)
+    attempt(planner::mode::cover);
+  for (std::size_t k = 0; k < o.cases; ++k) attempt(planner::mode::random);
+  out.alternatives = plan.alternatives();
+  out.uncovered = plan.uncovered();
+
+  for (const fused_instance& f : to_mutate)
+    for (int site = 0; site < f.sites; ++site) {
+      plan.begin(planner::mode::replay, f.sequence);
+      detail::built b = detail::build<R>(plan, o, f.forms, site);
+      if (!mutated.insert(b.broken.breaks).second) continue;
+      mutant m;
+      m.breaks = b.broken.breaks;
+      m.expect = b.broken.expect;
+      onnx::ModelProto fused = b.model;
+      const rewrite::report r = detail::run<R>(fused, own);
+      m.fused = !r.fusions.empty();
+      if (m.fused) {
+        m.file = keep("mutant_" + std::to_string(out.mutants.size()), b.model, fused);
+        m.ok = true;  // unless ONNX Runtime finds it computes something else
+      } else {
+        for (const rewrite::near_miss& n : r.near_misses)
+          if (n.rule == R::name && n.reason.find(m.expect) != std::string::npos) {
+            m.near_miss = n.reason;
+            m.ok = true;
+          }
+        if (!m.ok && !r.near_misses.empty()) m.near_miss = r.near_misses.front().reason;
+      }
+      out.mutants.push_back(std::move(m));
+    }
+
+  if (out.parity_checked && !pairs.empty()) {
+    const auto verdicts = detail::run_parity(o, pairs);
+    for (instance& i : out.instances)
+      if (!i.file.empty()) i.parity = verdicts.at(i.file);
+    for (mutant& m : out.mutants)
+      if (!m.file.empty()) {
+        m.parity = verdicts.at(m.file);
+        m.ok = m.parity == "ok" || m.parity.starts_with("not run");
+      }
+  }
+  return out;
+}
+
+template <class R>
+result check(const options& o = {}) {
+  static const rewrite::options_of<R> defaults{};
+  return check<R>(o, defaults);
+}
+
+}  // namespace fusekit::selfcheck

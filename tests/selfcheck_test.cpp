@@ -1,0 +1,102 @@
+// selfcheck's own specification: a sound rule passes, and each way a rule can be wrong fails it
+// with a reason: a fusion that computes something else, a guard that refuses what the pattern
+// accepts, a predicate in code that nothing here can write.
+#include "fusekit/rewrite/selfcheck.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fusekit/pattern/pattern.hpp"
+#include "fusekit/rewrite/emitter.hpp"
+#include "fusekit/rewrite/rule.hpp"
+
+namespace {
+
+using namespace fusekit::pattern;
+using fusekit::dtype;
+using fusekit::rewrite::verdict;
+
+fusekit::selfcheck::options with_runtime(const std::string& name) {
+  return {.write_to = std::filesystem::path(FUSEKIT_BINARY_DIR) / "selfcheck" / name,
+          .python = FUSEKIT_PYTHON};
+}
+
+// x·σ(x) is SiLU: com.microsoft.QuickGelu with alpha 1 computes it.
+struct silu {
+  static constexpr std::string_view name = "silu";
+  static constexpr auto pattern = commutative(op<"Mul">(capture<"x">, op<"Sigmoid">(capture<"x">)));
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.op("QuickGelu", {e.value(get<"x">(m))}, {{"alpha", 1.0f}}, "com.microsoft"));
+  }
+};
+
+TEST(Selfcheck, PassesASoundRule) {
+  const auto r = fusekit::selfcheck::check<silu>(with_runtime("silu"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_EQ(r.to_table(),
+            "silu: ok; 8 of 8 instances fused, 6 of 6 alternatives covered; parity with ONNX "
+            "Runtime 8 of 8; 2 mutants: 2 refused and named\n");
+  ASSERT_EQ(r.mutants.size(), 2u);
+  EXPECT_EQ(r.mutants[0].breaks, "'x' twice");
+  EXPECT_EQ(r.mutants[1].breaks, "a reader outside the pattern of Sigmoid(x)");
+}
+
+// The same pattern fused into GELU: another function, which only ONNX Runtime tells apart.
+struct silu_as_gelu : silu {
+  static constexpr std::string_view name = "silu-as-gelu";
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.op("Gelu", {e.value(get<"x">(m))}, {}, "com.microsoft"));
+  }
+};
+
+TEST(Selfcheck, FailsAFusionThatComputesSomethingElse) {
+  const auto r = fusekit::selfcheck::check<silu_as_gelu>(with_runtime("silu_as_gelu"));
+  EXPECT_FALSE(r.ok());
+  for (const auto& i : r.instances) {
+    EXPECT_TRUE(i.fused);
+    EXPECT_TRUE(i.parity.starts_with("differs: output 0 differs by up to")) << i.parity;
+  }
+}
+
+// A guard that refuses float16, which its pattern accepts: that alternative is never covered.
+struct silu_float32 : silu {
+  static constexpr std::string_view name = "silu-float32";
+  static verdict guard(const fusekit::graph& g, const auto& m) {
+    if (g.type(get<"x">(m)) == dtype::float32) return verdict::yes();
+    return verdict::no("x is not float32");
+  }
+};
+
+TEST(Selfcheck, FailsAGuardThatRefusesWhatThePatternAccepts) {
+  const auto r = fusekit::selfcheck::check<silu_float32>({});
+  EXPECT_FALSE(r.ok());
+  ASSERT_EQ(r.uncovered.size(), 1u);
+  EXPECT_EQ(r.uncovered[0],
+            "float type float32|float16: 2 of 2: x is not float32 (and with every leaf shape "
+            "searched)");
+}
+
+// A predicate written as code says what it accepts to the match only: an axis it wants that the
+// op's default is not stays unwritten, and the instance is refused, with the predicate's reason.
+struct softmax_first_axis {
+  static constexpr std::string_view name = "softmax-first-axis";
+  static constexpr auto pattern =
+      op<"Softmax">(capture<"x">)
+          .attr<"axis">(
+              satisfies("axis 0", [](const onnx::AttributeProto& a) { return a.i() == 0; }));
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.op("Softmax", {e.value(get<"x">(m))}, {{"axis", std::int64_t(0)}}));
+  }
+};
+
+TEST(Selfcheck, ReportsAPredicateItCannotWrite) {
+  const auto r = fusekit::selfcheck::check<softmax_first_axis>({});
+  EXPECT_FALSE(r.ok());
+  ASSERT_FALSE(r.instances.empty());
+  EXPECT_EQ(r.instances[0].reason,
+            "Softmax 'Softmax_0': axis = -1 (opset 17 default), expected axis 0 (and with every "
+            "leaf shape searched)");
+}
+
+}  // namespace
