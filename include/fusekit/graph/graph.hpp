@@ -23,6 +23,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/contributed_op_schemas.hpp"
 #include "fusekit/graph/dtype.hpp"
 #include "fusekit/graph/name_table.hpp"
@@ -381,125 +382,7 @@ class graph {
   }
 
   // Structure: values, nodes, edges, subgraphs. Types and order come after, in resolve_types().
-  void index() {
-    const bool overridable_initializers = root_->shared_->ir_version >= 4;
-    const std::size_t value_hint =
-        proto_->node_size() * 2 + proto_->input_size() + proto_->initializer_size();
-    values_.reserve(value_hint);
-    by_name_.reserve(value_hint);
-
-    for (const auto& t : proto_->initializer()) {
-      if (by_name_.contains(t.name()))
-        throw fail("initializer '" + t.name() + "' is defined twice");
-      check_data(t);
-      const value_id v = add_value(t.name(), initializer | constant);
-      values_[v].tensor = &t;
-    }
-    for (const auto& s : proto_->sparse_initializer()) {
-      const std::string& name = s.values().name();
-      if (by_name_.contains(name)) throw fail("initializer '" + name + "' is defined twice");
-      add_value(name, initializer | constant);
-    }
-    for (const auto& input : proto_->input()) {
-      const std::optional<value_id> declared = by_name_.find(input.name());
-      if (!declared) {
-        add_value(input.name(), graph_input);
-        continue;
-      }
-      auto& value = values_[*declared];
-      if (value.flags & graph_input)
-        throw fail("graph input '" + input.name() + "' is declared twice");
-      value.flags |= graph_input;
-      if (overridable_initializers) value.flags &= ~constant;
-    }
-
-    nodes_.reserve(proto_->node_size());
-    for (int i = 0; i < proto_->node_size(); ++i) {
-      const auto& node = proto_->node(i);
-      const node_id n = node_id(i);
-      nodes_.push_back({.proto = &node,
-                        .op = root_->shared_->ops.intern(node.domain(), node.op_type()),
-                        .inputs = 0,
-                        .input_count = std::uint32_t(node.input_size()),
-                        .outputs = std::uint32_t(edges_.size()),
-                        .output_count = std::uint32_t(node.output_size()),
-                        .subgraphs = 0,
-                        .subgraph_count = 0});
-      const onnx::TensorProto* constant_value =
-          node.op_type() == "Constant" && canonical_domain(node.domain()).empty()
-              ? constant_node_tensor(node)
-              : nullptr;
-      if (constant_value != nullptr) check_data(*constant_value, n);
-      for (int slot = 0; slot < node.output_size(); ++slot) {
-        const std::string& name = node.output(slot);
-        if (name.empty()) {
-          edges_.push_back(no_id);
-          continue;
-        }
-        if (const std::optional<value_id> defined = by_name_.find(name)) {
-          const auto& other = values_[*defined];
-          const std::string first = other.producer != no_id
-                                        ? "output of " + describe(other.producer)
-                                    : (other.flags & initializer) ? "an initializer"
-                                                                  : "a graph input";
-          throw fail("value '" + name + "' is already defined as " + first, n,
-                     "output " + std::to_string(slot));
-        }
-        const value_id v = add_value(name, constant_value != nullptr ? constant : 0);
-        values_[v].producer = n;
-        values_[v].producer_slot = std::uint32_t(slot);
-        values_[v].tensor = constant_value;
-        edges_.push_back(v);
-      }
-    }
-
-    std::vector<std::pair<value_id, use>> reads;
-    reads.reserve(proto_->node_size() * 2);
-    for (node_id n = 0; n < nodes_.size(); ++n) {
-      const auto& node = *nodes_[n].proto;
-      nodes_[n].inputs = std::uint32_t(edges_.size());
-      for (int slot = 0; slot < node.input_size(); ++slot) {
-        const std::string& name = node.input(slot);
-        if (name.empty()) {
-          edges_.push_back(no_id);
-          continue;
-        }
-        const std::optional<value_id> v = resolve(name);
-        if (!v)
-          throw fail("input '" + name +
-                         "' has no producer: no node, initializer or graph input defines it",
-                     n, "input " + std::to_string(slot));
-        edges_.push_back(*v);
-        reads.push_back({*v, use{n, std::uint32_t(slot)}});
-      }
-    }
-
-    for (node_id n = 0; n < nodes_.size(); ++n) {
-      nodes_[n].subgraphs = std::uint32_t(subgraph_refs_.size());
-      for (const auto& a : nodes_[n].proto->attribute()) {
-        auto add = [&](const onnx::GraphProto& body) {
-          children_.push_back(std::unique_ptr<graph>(new graph(body, this, n)));
-          subgraph_refs_.push_back({a.name(), children_.back().get()});
-          for (value_id outer = 0; outer < children_.back()->value_count(); ++outer) {
-            if (!children_.back()->is_outer_scope(outer)) continue;
-            reads.push_back({*resolve(children_.back()->name(outer)), use{n, use::implicit_slot}});
-          }
-        };
-        if (a.has_g()) add(a.g());
-        for (const auto& body : a.graphs()) add(body);
-      }
-      nodes_[n].subgraph_count = std::uint32_t(subgraph_refs_.size()) - nodes_[n].subgraphs;
-    }
-
-    for (const auto& output : proto_->output()) {
-      const std::optional<value_id> v = resolve(output.name());
-      if (!v) throw fail("graph output '" + output.name() + "' has no producer");
-      values_[*v].flags |= graph_output;
-    }
-
-    build_uses(reads);
-    build_op_index();
-  }
+  void index();
 
   void build_uses(std::vector<std::pair<value_id, use>>& reads) {
     // Counting sort by value keeps each value's uses in node order.
@@ -599,49 +482,9 @@ class graph {
 
   // Declared types first (inputs, outputs, value_info, initializers, Constant tensors), then
   // fusekit's propagation in topological order for what is left.
-  void resolve_types() {
-    shapes_.resize(values_.size());
-    for (value_id v = 0; v < values_.size(); ++v) {
-      if (is_outer_scope(v)) {
-        const auto [where, id] = definition(v);
-        values_[v].type = where->type(id);
-        shapes_[v] = where->shape(id);
-      } else if (values_[v].tensor != nullptr) {
-        read_tensor_shape(*values_[v].tensor, values_[v], shapes_[v]);
-      }
-    }
-    auto declare = [&](const onnx::ValueInfoProto& info) {
-      if (auto v = find_value(info.name())) read_type(info.type(), values_[*v], shapes_[*v]);
-    };
-    for (const auto& info : proto_->input()) declare(info);
-    for (const auto& info : proto_->value_info()) declare(info);
-    for (const auto& info : proto_->output()) declare(info);
+  void resolve_types();
 
-    sort_topologically();
-    for (node_id n : topo_) {
-      for (std::size_t slot = 0; slot < nodes_[n].output_count; ++slot) {
-        const value_id v = outputs(n)[slot];
-        if (v != no_id && values_[v].type == dtype::undefined)
-          values_[v].type = infer_type(n, slot);
-      }
-    }
-    for (auto& child : children_) child->resolve_types();
-  }
-
-  void load_schemas() {
-    auto& shared = *shared_;
-    shared.defaults.resize(shared.ops.size());
-    for (op_id id = 0; id < shared.ops.size(); ++id) {
-      const std::int64_t version = opset(shared.ops.domain(id));
-      if (version <= 0 || id >= shared.used_ops.size() || !shared.used_ops[id]) continue;
-      const auto* schema = schemas().GetSchema(std::string(shared.ops.name(id)), int(version),
-                                               std::string(shared.ops.domain(id)));
-      if (schema == nullptr) continue;
-      for (const auto& [name, attr] : schema->attributes())
-        if (attr.default_value.type() != onnx::AttributeProto_AttributeType_UNDEFINED)
-          shared.defaults[id].emplace_back(name, &attr.default_value);
-    }
-  }
+  void load_schemas();
 
   const onnx::GraphProto* proto_;
   graph* parent_ = nullptr;
@@ -669,6 +512,171 @@ class graph {
   mutable std::unique_ptr<facts> facts_;
   friend const facts& facts_of(const graph& g);
 };
+
+// Reading a model into the graph: compiled once in fusekit::engine where a program links it
+// (fusekit/engine.hpp).
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void graph::index() {
+  const bool overridable_initializers = root_->shared_->ir_version >= 4;
+  const std::size_t value_hint =
+      proto_->node_size() * 2 + proto_->input_size() + proto_->initializer_size();
+  values_.reserve(value_hint);
+  by_name_.reserve(value_hint);
+
+  for (const auto& t : proto_->initializer()) {
+    if (by_name_.contains(t.name())) throw fail("initializer '" + t.name() + "' is defined twice");
+    check_data(t);
+    const value_id v = add_value(t.name(), initializer | constant);
+    values_[v].tensor = &t;
+  }
+  for (const auto& s : proto_->sparse_initializer()) {
+    const std::string& name = s.values().name();
+    if (by_name_.contains(name)) throw fail("initializer '" + name + "' is defined twice");
+    add_value(name, initializer | constant);
+  }
+  for (const auto& input : proto_->input()) {
+    const std::optional<value_id> declared = by_name_.find(input.name());
+    if (!declared) {
+      add_value(input.name(), graph_input);
+      continue;
+    }
+    auto& value = values_[*declared];
+    if (value.flags & graph_input)
+      throw fail("graph input '" + input.name() + "' is declared twice");
+    value.flags |= graph_input;
+    if (overridable_initializers) value.flags &= ~constant;
+  }
+
+  nodes_.reserve(proto_->node_size());
+  for (int i = 0; i < proto_->node_size(); ++i) {
+    const auto& node = proto_->node(i);
+    const node_id n = node_id(i);
+    nodes_.push_back({.proto = &node,
+                      .op = root_->shared_->ops.intern(node.domain(), node.op_type()),
+                      .inputs = 0,
+                      .input_count = std::uint32_t(node.input_size()),
+                      .outputs = std::uint32_t(edges_.size()),
+                      .output_count = std::uint32_t(node.output_size()),
+                      .subgraphs = 0,
+                      .subgraph_count = 0});
+    const onnx::TensorProto* constant_value =
+        node.op_type() == "Constant" && canonical_domain(node.domain()).empty()
+            ? constant_node_tensor(node)
+            : nullptr;
+    if (constant_value != nullptr) check_data(*constant_value, n);
+    for (int slot = 0; slot < node.output_size(); ++slot) {
+      const std::string& name = node.output(slot);
+      if (name.empty()) {
+        edges_.push_back(no_id);
+        continue;
+      }
+      if (const std::optional<value_id> defined = by_name_.find(name)) {
+        const auto& other = values_[*defined];
+        const std::string first = other.producer != no_id ? "output of " + describe(other.producer)
+                                  : (other.flags & initializer) ? "an initializer"
+                                                                : "a graph input";
+        throw fail("value '" + name + "' is already defined as " + first, n,
+                   "output " + std::to_string(slot));
+      }
+      const value_id v = add_value(name, constant_value != nullptr ? constant : 0);
+      values_[v].producer = n;
+      values_[v].producer_slot = std::uint32_t(slot);
+      values_[v].tensor = constant_value;
+      edges_.push_back(v);
+    }
+  }
+
+  std::vector<std::pair<value_id, use>> reads;
+  reads.reserve(proto_->node_size() * 2);
+  for (node_id n = 0; n < nodes_.size(); ++n) {
+    const auto& node = *nodes_[n].proto;
+    nodes_[n].inputs = std::uint32_t(edges_.size());
+    for (int slot = 0; slot < node.input_size(); ++slot) {
+      const std::string& name = node.input(slot);
+      if (name.empty()) {
+        edges_.push_back(no_id);
+        continue;
+      }
+      const std::optional<value_id> v = resolve(name);
+      if (!v)
+        throw fail(
+            "input '" + name + "' has no producer: no node, initializer or graph input defines it",
+            n, "input " + std::to_string(slot));
+      edges_.push_back(*v);
+      reads.push_back({*v, use{n, std::uint32_t(slot)}});
+    }
+  }
+
+  for (node_id n = 0; n < nodes_.size(); ++n) {
+    nodes_[n].subgraphs = std::uint32_t(subgraph_refs_.size());
+    for (const auto& a : nodes_[n].proto->attribute()) {
+      auto add = [&](const onnx::GraphProto& body) {
+        children_.push_back(std::unique_ptr<graph>(new graph(body, this, n)));
+        subgraph_refs_.push_back({a.name(), children_.back().get()});
+        for (value_id outer = 0; outer < children_.back()->value_count(); ++outer) {
+          if (!children_.back()->is_outer_scope(outer)) continue;
+          reads.push_back({*resolve(children_.back()->name(outer)), use{n, use::implicit_slot}});
+        }
+      };
+      if (a.has_g()) add(a.g());
+      for (const auto& body : a.graphs()) add(body);
+    }
+    nodes_[n].subgraph_count = std::uint32_t(subgraph_refs_.size()) - nodes_[n].subgraphs;
+  }
+
+  for (const auto& output : proto_->output()) {
+    const std::optional<value_id> v = resolve(output.name());
+    if (!v) throw fail("graph output '" + output.name() + "' has no producer");
+    values_[*v].flags |= graph_output;
+  }
+
+  build_uses(reads);
+  build_op_index();
+}
+
+FUSEKIT_ENGINE_INLINE void graph::load_schemas() {
+  auto& shared = *shared_;
+  shared.defaults.resize(shared.ops.size());
+  for (op_id id = 0; id < shared.ops.size(); ++id) {
+    const std::int64_t version = opset(shared.ops.domain(id));
+    if (version <= 0 || id >= shared.used_ops.size() || !shared.used_ops[id]) continue;
+    const auto* schema = schemas().GetSchema(std::string(shared.ops.name(id)), int(version),
+                                             std::string(shared.ops.domain(id)));
+    if (schema == nullptr) continue;
+    for (const auto& [name, attr] : schema->attributes())
+      if (attr.default_value.type() != onnx::AttributeProto_AttributeType_UNDEFINED)
+        shared.defaults[id].emplace_back(name, &attr.default_value);
+  }
+}
+
+FUSEKIT_ENGINE_INLINE void graph::resolve_types() {
+  shapes_.resize(values_.size());
+  for (value_id v = 0; v < values_.size(); ++v) {
+    if (is_outer_scope(v)) {
+      const auto [where, id] = definition(v);
+      values_[v].type = where->type(id);
+      shapes_[v] = where->shape(id);
+    } else if (values_[v].tensor != nullptr) {
+      read_tensor_shape(*values_[v].tensor, values_[v], shapes_[v]);
+    }
+  }
+  auto declare = [&](const onnx::ValueInfoProto& info) {
+    if (auto v = find_value(info.name())) read_type(info.type(), values_[*v], shapes_[*v]);
+  };
+  for (const auto& info : proto_->input()) declare(info);
+  for (const auto& info : proto_->value_info()) declare(info);
+  for (const auto& info : proto_->output()) declare(info);
+
+  sort_topologically();
+  for (node_id n : topo_) {
+    for (std::size_t slot = 0; slot < nodes_[n].output_count; ++slot) {
+      const value_id v = outputs(n)[slot];
+      if (v != no_id && values_[v].type == dtype::undefined) values_[v].type = infer_type(n, slot);
+    }
+  }
+  for (auto& child : children_) child->resolve_types();
+}
+#endif
 
 }  // namespace fusekit
 

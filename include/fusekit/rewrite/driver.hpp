@@ -24,6 +24,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/io/model.hpp"
 #include "fusekit/rewrite/any_rule.hpp"
@@ -434,8 +435,11 @@ inline void run_passes(model& m, std::span<const any_rule> running, const option
 }  // namespace detail
 
 // Applies the rules to a fixed point and reports what fused and what nearly did.
-inline report fuse(model& m, std::span<const any_rule> rules, const options& opts = {},
-                   survey first_look = nullptr) {
+FUSEKIT_ENGINE_INLINE report fuse(model& m, std::span<const any_rule> rules,
+                                  const options& opts = {}, survey first_look = nullptr);
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE report fuse(model& m, std::span<const any_rule> rules, const options& opts,
+                                  survey first_look) {
   std::vector<any_rule> running;
   for (const any_rule& r : rules)
     if (opts.runs(r.name())) running.push_back(r);
@@ -472,6 +476,7 @@ inline report fuse(model& m, std::span<const any_rule> rules, const options& opt
   for (near_miss& y : in_functions) out.near_misses.push_back(std::move(y));
   return out;
 }
+#endif
 
 // The same for rules named in the program, each with its options' defaults.
 template <class... Rules>

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/facts/rule_context.hpp"
 #include "fusekit/graph/facts/schema_check.hpp"
 #include "fusekit/graph/facts/store.hpp"
@@ -178,7 +179,8 @@ class explanation {
 
 namespace fusekit {
 
-inline std::string facts::why_unknown(value_id v) const {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string facts::why_unknown(value_id v) const {
   if (shape(v).known) return {};
   // Appended piece by piece: g++ 12 -O3 misreads "'" + string (-Wrestrict).
   std::string out = "'";
@@ -188,7 +190,7 @@ inline std::string facts::why_unknown(value_id v) const {
   return out;
 }
 
-inline std::string facts::why_unknown(value_id v, int i) const {
+FUSEKIT_ENGINE_INLINE std::string facts::why_unknown(value_id v, int i) const {
   if (!shape(v).known) return why_unknown(v);
   const sym* d = dim_of(v, i);
   if (d == nullptr || is_named(*d)) return {};
@@ -204,5 +206,6 @@ inline std::string facts::why_unknown(value_id v, int i) const {
   return out + facts_detail::explanation(*this).why_dim(b.value, b.dim,
                                                         facts_detail::explanation::max_steps);
 }
+#endif
 
 }  // namespace fusekit

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/facts/rule_context.hpp"
 #include "fusekit/graph/facts/rules/generator.hpp"
 #include "fusekit/graph/facts/rules/math.hpp"
@@ -64,7 +65,8 @@ inline void run_own_rule(rule_context& cx, node_id n, rule_choice r) {
 
 namespace fusekit {
 
-inline facts::facts(const graph& g) : g_(g) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE facts::facts(const graph& g) : g_(g) {
   if (g.parent() == nullptr) {
     owned_atoms_ = std::make_unique<facts_detail::atom_table>();
     atoms_ = owned_atoms_.get();
@@ -89,6 +91,7 @@ inline facts::facts(const graph& g) : g_(g) {
       }
   }
 }
+#endif
 
 inline void facts::infer(node_id n) {
   using facts_detail::schema_check;
