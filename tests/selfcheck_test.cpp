@@ -42,6 +42,23 @@ TEST(Selfcheck, PassesASoundRule) {
   EXPECT_EQ(r.mutants[1].breaks, "a reader outside the pattern of Sigmoid(x)");
 }
 
+// Where(c, x, y) is Where(Not(c), y, x). The condition's leaf is bool, as Where's schema admits
+// no other type for it.
+struct where_negated {
+  static constexpr std::string_view name = "where-negated";
+  static constexpr auto pattern = op<"Where">(capture<"c">, capture<"x">, capture<"y">);
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.op("Where", {e.op("Not", {e.value(get<"c">(m))}), e.value(get<"y">(m)),
+                                  e.value(get<"x">(m))}));
+  }
+};
+
+TEST(Selfcheck, GivesALeafTheOneTypeItsOpAdmits) {
+  const auto r = fusekit::selfcheck::check<where_negated>(with_runtime("where_negated"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_EQ(r.instances.at(0).parity, "ok");
+}
+
 // The same pattern fused into GELU: another function, which only ONNX Runtime tells apart.
 struct silu_as_gelu : silu {
   static constexpr std::string_view name = "silu-as-gelu";

@@ -40,6 +40,9 @@
 #include <utility>
 #include <vector>
 
+#include <onnx/defs/data_type_utils.h>
+#include <onnx/defs/schema.h>
+
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/model_builder.hpp"
@@ -54,6 +57,10 @@ struct options {
   // Random instances beyond those that cover every alternative (a fixed seed repeats them).
   std::size_t cases = 4;
   std::uint64_t seed = 1;
+  // Bounds on the work for a large pattern: instances written to cover its alternatives, and leaf
+  // shapes tried for each (an alternative they leave unfused is reported as not covered).
+  std::size_t cover_rounds = 128;
+  std::size_t shape_tries = 64;
   // The shape of each leaf input, unless the pattern asks for another rank.
   std::vector<std::int64_t> shape{2, 3, 8};
   // The instances' float types and opsets: alternatives like the pattern's own.
@@ -649,11 +656,31 @@ void predicates(const Preds& preds, state& s, node_parts& parts) {
   }
 }
 
-template <class Inputs>
+// The one element type an op's input admits where its schema allows only one (a Where's
+// condition is bool, a Reshape's shape int64); undefined where it allows several, or is unknown.
+inline dtype only_type(std::string_view op, std::string_view domain, std::int64_t opset,
+                       std::size_t slot) {
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
+      std::string(op), int(opset), domain.empty() ? onnx::ONNX_DOMAIN : std::string(domain));
+  if (schema == nullptr || schema->inputs().empty()) return dtype::undefined;
+  const auto& formal = schema->inputs()[std::min(slot, schema->inputs().size() - 1)];
+  std::vector<std::string> allowed{formal.GetTypeStr()};
+  for (const auto& c : schema->typeConstraintParams())
+    if (c.type_param_str == formal.GetTypeStr()) allowed = c.allowed_type_strs;
+  if (allowed.size() != 1 || !allowed[0].starts_with("tensor(")) return dtype::undefined;
+  const onnx::TypeProto t =
+      onnx::Utils::DataTypeUtils::ToTypeProto(onnx::Utils::DataTypeUtils::ToType(allowed[0]));
+  return dtype(t.tensor_type().elem_type());
+}
+
+template <class Spec, std::size_t Slot = 0, class Inputs>
 void inputs(const Inputs& in, state& s, want w, std::vector<build::value>& out) {
   if constexpr (!std::is_same_v<Inputs, pattern::pack<>>) {
-    out.push_back(detail::make(in.head, s, w));
-    inputs(in.tail, s, w, out);
+    want slot = w;
+    if (const dtype t = only_type(Spec::name, Spec::domain, s.opset, Slot); t != dtype::undefined)
+      slot.type = t;
+    out.push_back(detail::make(in.head, s, slot));
+    inputs<Spec, Slot + 1>(in.tail, s, w, out);
   }
 }
 
@@ -677,7 +704,7 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
       args.push_back(detail::make(p.inputs.head.element, s, in));
       args.push_back(detail::make(p.inputs.head.element, s, in));
     } else {
-      inputs(p.inputs, s, in, args);
+      inputs<Spec>(p.inputs, s, in, args);
     }
     if constexpr (Commute) {
       if (s.plan.choose(&p, 2, text_of(p) + " operands as written | swapped") == 1)
@@ -779,8 +806,7 @@ built build(planner& plan, const options& o, const std::vector<leaf_form>& forms
 }
 
 // The leaf forms to try, fewest changed leaves first.
-inline std::vector<std::vector<leaf_form>> leaf_searches(std::size_t leaves) {
-  constexpr std::size_t most = 256;
+inline std::vector<std::vector<leaf_form>> leaf_searches(std::size_t leaves, std::size_t most) {
   std::vector<std::vector<leaf_form>> all;
   for (std::size_t changed = 0; changed <= leaves && all.size() < most; ++changed) {
     std::vector<int> digits(leaves, 0);
@@ -941,7 +967,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const std::string choices = first.choices;
     std::vector<detail::leaf_form> winner;
     bool found = false;
-    for (const auto& forms : detail::leaf_searches(first.free_leaves)) {
+    for (const auto& forms : detail::leaf_searches(first.free_leaves, o.shape_tries)) {
       plan.begin(planner::mode::replay, sequence);
       const detail::built b = detail::build<R>(plan, o, forms, -1);
       if (detail::accepted<R>(b, own)) {
@@ -970,8 +996,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     out.instances.push_back(std::move(i));
   };
 
-  constexpr std::size_t most_cover_rounds = 128;
-  for (std::size_t k = 0; k == 0 || (plan.wants_more() && k < most_cover_rounds); ++k)
+  for (std::size_t k = 0; k == 0 || (plan.wants_more() && k < o.cover_rounds); ++k)
     attempt(planner::mode::cover);
   for (std::size_t k = 0; k < o.cases; ++k) attempt(planner::mode::random);
   out.alternatives = plan.alternatives();
