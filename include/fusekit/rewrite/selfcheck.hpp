@@ -481,6 +481,17 @@ constexpr dtype other_than() {
   return dtype::int64;
 }
 
+// The type a dtype predicate gives what it checks: `current` where the predicate holds it, else
+// its first type; at the mutation site, a type none of its types is.
+template <dtype... Types>
+dtype type_for(const pattern::dtype_is<Types...>& pred, state& s, dtype current) {
+  std::string text;
+  pred.describe(text);
+  constexpr dtype wrong = other_than<Types...>();
+  if (s.breaks(text, "has dtype " + std::string(dtype_name(wrong)))) return wrong;
+  return ((current == Types) || ...) ? current : std::get<0>(std::tuple{Types...});
+}
+
 template <class Inner, class Pred>
 struct gen<pattern::checked<Inner, Pred>> {
   static build::value make(const pattern::checked<Inner, Pred>& p, state& s, want w) {
@@ -491,13 +502,11 @@ struct gen<pattern::checked<Inner, Pred>> {
  private:
   template <dtype... Types>
   static void refine(const pattern::dtype_is<Types...>& pred, state& s, want& w) {
-    w.type = ((s.type == Types) || ...) ? s.type : std::get<0>(std::tuple{Types...});
-    if constexpr (is_leaf<Inner>) {
-      std::string text;
-      pred.describe(text);
-      constexpr dtype wrong = other_than<Types...>();
-      if (s.breaks(text, "has dtype " + std::string(dtype_name(wrong)))) w.type = wrong;
-    }
+    // Only a leaf can be written of another type; an op's output has its inputs' type.
+    if constexpr (is_leaf<Inner>)
+      w.type = type_for(pred, s, s.type);
+    else
+      w.type = ((s.type == Types) || ...) ? s.type : std::get<0>(std::tuple{Types...});
   }
   template <std::size_t Rank>
   static void refine(const pattern::rank_is<Rank>&, state& s, want& w) {
@@ -642,11 +651,7 @@ void predicate(const pattern::axes_are<Matcher>& p, state& s, node_parts& parts)
 // is, for every value the op reads.
 template <dtype... Types>
 void predicate(const pattern::dtype_is<Types...>& p, state& s, node_parts&) {
-  if (!((s.type == Types) || ...)) s.type = std::get<0>(std::tuple{Types...});
-  std::string text;
-  p.describe(text);
-  constexpr dtype wrong = other_than<Types...>();
-  if (s.breaks(text, "has dtype " + std::string(dtype_name(wrong)))) s.type = wrong;
+  s.type = type_for(p, s, s.type);
 }
 
 template <class Preds>
@@ -853,12 +858,6 @@ inline std::string reason_at(const rewrite::report& r, const std::string& root_t
   return r.near_misses.empty() ? std::string("no near miss") : r.near_misses.front().reason;
 }
 
-inline void write(const std::filesystem::path& path, const onnx::ModelProto& m) {
-  std::ofstream out(path, std::ios::binary);
-  if (!fusekit::detail::serialize_deterministic(m, out))
-    throw error("cannot write " + path.string());
-}
-
 // Runs each original and its fused form in ONNX Runtime on the same random inputs.
 inline constexpr std::string_view parity_script =
     R"(import sys, pathlib, numpy as np, onnxruntime as ort
@@ -955,30 +954,30 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   const auto keep = [&](const std::string& stem, const onnx::ModelProto& before,
                         const onnx::ModelProto& after) {
     if (o.write_to.empty()) return std::string();
-    detail::write(o.write_to / (stem + ".onnx"), before);
-    detail::write(o.write_to / (stem + ".fused.onnx"), after);
+    save_model({.proto = before, .path = {}}, o.write_to / (stem + ".onnx"));
+    save_model({.proto = after, .path = {}}, o.write_to / (stem + ".fused.onnx"));
     pairs.push_back(stem + ".onnx");
     return stem + ".onnx";
   };
 
   const auto attempt = [&](planner::mode mode) {
     plan.begin(mode);
-    detail::built first = detail::build<R>(plan, o, {}, -1);
-    const std::vector<int> sequence = first.sequence;
-    const std::string choices = first.choices;
+    // Every leaf of the options' shape first: the search's first try, already built.
+    detail::built b = detail::build<R>(plan, o, {}, -1);
+    const std::vector<int> sequence = b.sequence;
+    const std::string choices = b.choices;
     std::vector<detail::leaf_form> winner;
-    bool found = false;
-    for (const auto& forms : detail::leaf_searches(first.free_leaves, o.shape_tries)) {
+    bool found = detail::accepted<R>(b, own);
+    const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
+    for (std::size_t k = 1; !found && k < searches.size(); ++k) {
       plan.begin(planner::mode::replay, sequence);
-      const detail::built b = detail::build<R>(plan, o, forms, -1);
-      if (detail::accepted<R>(b, own)) {
-        winner = forms;
+      detail::built next = detail::build<R>(plan, o, searches[k], -1);
+      if (detail::accepted<R>(next, own)) {
+        b = std::move(next);
+        winner = searches[k];
         found = true;
-        break;
       }
     }
-    plan.begin(planner::mode::replay, sequence);
-    detail::built b = detail::build<R>(plan, o, winner, -1);
     instance i;
     i.choices = choices;
     onnx::ModelProto fused = b.model;
