@@ -180,6 +180,17 @@ struct reads_later {
   }
 };
 
+// Relu as max(x, 0) broadcast to [4], writing an op opset 7 does not have: Expand came in opset 8.
+struct broadcast_relu {
+  static constexpr std::string_view name = "broadcast-relu";
+  static constexpr auto pattern = op<"Relu">(capture<"x">);
+  static void emit(const graph&, const auto& m, emitter& e) {
+    const std::string x =
+        e.op("Expand", {e.value(get<"x">(m)), e.constant(dtype::int64, {1}, {4})});
+    e.replace_root(e.op("Max", {x, e.constant(dtype::float32, {}, {0})}));
+  }
+};
+
 model silu_model(dtype type = dtype::float32) {
   model_builder b;
   auto x = b.input("x", type, {2, 4});
@@ -490,6 +501,28 @@ TEST(Validate, AnEmittedReadOfALaterValueIsRefused) {
   EXPECT_EQ(report.near_misses[0].reason,
             "emit reads 'late', which Sigmoid 'late' computes after the insertion point Relu "
             "'Relu_0', nothing changed");
+}
+
+model relu_model(std::int64_t opset) {
+  model_builder b(opset);
+  auto x = b.input("x", dtype::float32, {4});
+  b.output(b.op("Relu", {x}), dtype::float32, {4});
+  return b.build_model();
+}
+
+TEST(Validate, AnEmittedOpTheModelsOpsetLacksIsRefused) {
+  model m = relu_model(7);
+  const std::string before = bytes(m);
+  const auto report = fuse<broadcast_relu>(m);
+  EXPECT_EQ(bytes(m), before);
+  ASSERT_EQ(report.near_misses.size(), 1u);
+  EXPECT_EQ(report.near_misses[0].reason,
+            "emit writes Expand, which ai.onnx opset 7 does not have (it came in opset 8), nothing "
+            "changed");
+  // The same edit where the op exists.
+  model later = relu_model(8);
+  EXPECT_EQ(fuse<broadcast_relu>(later).fusions.size(), 1u);
+  fusekit::rewrite::check_invariants(later);
 }
 
 TEST(Checker, AnErrorTheInputHadAlreadyIsANote) {

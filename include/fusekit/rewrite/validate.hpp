@@ -1,11 +1,14 @@
 // What the driver proves about an emitted edit before it commits it: every output of the root that
 // is still needed has a replacement; replaced values come from matched nodes and nothing before the
-// root reads them; and every emitted node reads only values that exist where it goes — graph
-// inputs, initializers, outer-scope values, outputs of surviving nodes before the root, or values
-// emitted earlier in the same edit. A refusal is one line, and the model stays as it was.
+// root reads them; every emitted op that a known domain defines exists at the model's opset of
+// that domain (an Expand written into an opset-7 model would make it invalid); and every emitted
+// node reads only values that exist where it goes — graph inputs, initializers, outer-scope
+// values, outputs of surviving nodes before the root, or values emitted earlier in the same edit.
+// A refusal is one line, and the model stays as it was.
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <span>
 #include <string>
 #include <string_view>
@@ -13,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "fusekit/graph/contributed_op_schemas.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/rewrite/emitter.hpp"
 
@@ -123,6 +127,8 @@ class edit_check {
                "', which no matched node computes, nothing changed";
       replaced_.push_back(old);
     }
+    for (const auto& node : edit_.nodes())
+      if (std::string why = defined_at_opset(node); !why.empty()) return why;
     std::unordered_set<std::string_view> defined;
     for (const auto& t : edit_.initializers()) defined.insert(t.name());
     for (const auto& node : edit_.nodes()) {
@@ -141,6 +147,24 @@ class edit_check {
  private:
   std::string refuse_read(std::string_view name, const std::string& because) const {
     return "emit reads '" + std::string(name) + "', " + because + ", nothing changed";
+  }
+
+  // An op its domain's schemas know, but only from a later opset than the model imports. A domain
+  // the model does not import yet gets version 1 from the driver. Ops no schema knows (a runtime's
+  // own) are the runtime's to judge.
+  std::string defined_at_opset(const onnx::NodeProto& node) const {
+    const std::string domain(canonical_domain(node.domain()));
+    const std::int64_t imported = g_.opset(domain);
+    const int version = imported > 0 ? int(imported) : 1;
+    const auto& known = schemas();
+    if (known.GetSchema(node.op_type(), version, domain) != nullptr ||
+        known.GetSchema(node.op_type(), std::numeric_limits<int>::max(), domain) == nullptr)
+      return {};
+    int since = version + 1;
+    while (known.GetSchema(node.op_type(), since, domain) == nullptr) ++since;
+    return "emit writes " + node.op_type() + ", which " + (domain.empty() ? "ai.onnx" : domain) +
+           " opset " + std::to_string(version) + " does not have (it came in opset " +
+           std::to_string(since) + "), nothing changed";
   }
 
   std::string available(const std::string& name,
