@@ -953,6 +953,50 @@ TEST(Transparent, NearMisses) {
             "output of Identity 'Identity_15' is also read by Neg 'Neg_17', outside the pattern");
 }
 
+// A Dropout passes its input on at inference unless the model asks for training.
+TEST(Transparent, SkipsADropoutNotInTrainingMode) {
+  preserving t;
+  const value ratio = t.b.scalar(dtype::float32, 0.1);
+  auto dropout = [&](std::vector<value> in) {
+    return t.b.ops("Dropout", std::move(in), {}, {.outputs = 2});
+  };
+  auto plain = t.relu(dropout({t.softmax()})[0]);
+  auto with_ratio = t.relu(dropout({t.softmax(), ratio})[0]);
+  auto not_training = t.relu(dropout({t.softmax(), ratio, t.b.scalar(dtype::boolean, 0)})[0]);
+  auto training = t.relu(dropout({t.softmax(), ratio, t.b.scalar(dtype::boolean, 1)})[0]);
+  auto asked = t.relu(dropout({t.softmax(), ratio, t.b.input("training", dtype::boolean, {})})[0]);
+  const auto kept = dropout({t.softmax()});
+  auto mask_read = t.relu(kept[0]);
+  auto on_mask = t.relu(dropout({t.softmax()})[1]);
+  for (auto& v : {plain, with_ratio, not_training, training, asked, mask_read, kept[1], on_mask})
+    t.b.output(v);
+  indexed m(t.b);
+  constexpr auto p = op<"Relu">(transparent(op<"Softmax">(capture<"x">)));
+  for (auto& v : {plain, with_ratio, not_training})
+    EXPECT_EQ(match(p, m.g, m.node(v)).nodes().size(), 3u);
+  // training_mode true: the output is dropped out, not the input.
+  EXPECT_EQ(why(p, m, training),
+            "input 0 of Relu 'Relu_14': expected Softmax, found output 0 of Dropout 'Dropout_13'");
+  // training_mode read at run time: nothing proves it false.
+  EXPECT_EQ(why(p, m, asked),
+            "input 0 of Relu 'Relu_17': expected Softmax, found output 0 of Dropout 'Dropout_16'");
+  // The mask output is read outside: the skipped Dropout must stay.
+  EXPECT_EQ(why(p, m, mask_read),
+            "output of Dropout 'Dropout_19' is a graph output, so it cannot be fused away");
+  // Output 1 is the mask, not the input.
+  EXPECT_EQ(why(p, m, on_mask),
+            "input 0 of Relu 'Relu_23': expected Softmax, found output 1 of Dropout 'Dropout_22'");
+
+  // Before opset 12 a Dropout has no training mode: it copies at inference.
+  model_builder old(11);
+  const value x = old.input("x", dtype::float32, {2, 8});
+  const value y = old.op(
+      "Relu", {old.op("Dropout", {old.op("Softmax", {x}, {{"axis", -1}})}, {{"ratio", 0.1f}})});
+  old.output(y);
+  indexed n(old);
+  EXPECT_EQ(match(p, n.g, n.node(y)).nodes().size(), 3u);
+}
+
 TEST(ThroughCasts, SkipsEveryCastAsTransparentSkipsNoOps) {
   preserving t;
   auto widened = t.relu(t.cast(t.softmax(), dtype::float32));

@@ -61,6 +61,9 @@ class Block:
     # "band_select" (a constant triangle, or band, selecting the scores or finfo.min); or None.
     mask: tuple | str | None = None
     nan_guard: bool = False
+    # A Dropout between Softmax and ·V: "inference" (its ratio given, training_mode false),
+    # "mode_input" (training_mode a graph input, fed false) or "none".
+    dropout: str = "none"
     merge: bool = False
     softmax_axis: int | None = -1  # None: attribute left out (the opset's default)
     shapes: str = "static"  # static | symbolic (batch, sequences) | heads (heads too) | none
@@ -134,6 +137,8 @@ def input_shapes(blk: Block) -> dict[str, tuple[int, ...]]:
     if blk.past:
         shapes["past_k"] = (kb, hk, blk.past, d)
         shapes["past_v"] = (kb, hk, blk.past, dv)
+    if blk.dropout == "mode_input":
+        shapes["training"] = ()
     if isinstance(blk.mask, tuple):
         shapes["mask"] = blk.mask
     elif blk.mask == "where":
@@ -145,7 +150,7 @@ def _declared(blk: Block, name: str, shape: tuple[int, ...]):
     """The dims the model declares for a graph input: all static, or the batch and sequence dims
     by name ("symbolic") and the heads too ("heads"); a dim of 1 where the block broadcasts stays
     1, and the head size is always static."""
-    if blk.shapes == "none":
+    if blk.shapes == "none" or not shape:
         return [None] * len(shape)
     if blk.shapes == "static":
         return list(shape)
@@ -172,7 +177,7 @@ def build(blk: Block) -> onnx.ModelProto:
     g = _graph("body") if blk.in_if_body else outer
     dt, st = blk.dtype, blk.score_dtype
     shapes = input_shapes(blk)
-    inputs = [_info(name, TensorProto.BOOL if name == "keep" else
+    inputs = [_info(name, TensorProto.BOOL if name in ("keep", "training") else
                     (st if name == "mask" else dt), _declared(blk, name, shape))
               for name, shape in shapes.items()]
 
@@ -270,6 +275,9 @@ def build(blk: Block) -> onnx.ModelProto:
         p = g.op("Where", [g.op("IsNaN", [p]), g.const(np.array(0, st)), p])
     if blk.casts != "none":
         p = g.op("Cast", [p], to=ONNX_TYPE[dt])
+    if blk.dropout != "none":
+        mode = "training" if blk.dropout == "mode_input" else g.const(np.array(False))
+        p = g.op("Dropout", [p, g.const(np.array(0.1, np.float32)), mode])
     y = g.op("MatMul", [p, v])
     if blk.merge:
         y = g.op("Reshape", [g.op("Transpose", [y], perm=[0, 2, 1, 3]),
@@ -309,7 +317,9 @@ def build(blk: Block) -> onnx.ModelProto:
 def feed(blk: Block, rng: np.random.Generator) -> dict[str, np.ndarray]:
     out = {}
     for name, shape in input_shapes(blk).items():
-        if name == "keep":
+        if name == "training":
+            out[name] = np.array(False)
+        elif name == "keep":
             keep = rng.random(shape) < 0.7
             keep[..., 0] = True  # no row masked entirely
             out[name] = keep
@@ -446,6 +456,8 @@ KINDS: list[Kind] = [
                   mask=lambda b, r: [(b.b, 1, 1, b.total), (1, 1, 1, b.total)][r.integers(2)]),
          notes={"kv_cache": "past and present in the fused op", "target": GROUPED_TARGET}),
     Kind("nan_guard", _set(nan_guard=True)),
+    # A Dropout not in training mode passes the probabilities on.
+    Kind("dropout_at_inference", _set(dropout="inference")),
     Kind("head_merge", _set(merge=True)),
     Kind("symbolic_batch_and_sequence", _set(shapes="symbolic")),
     Kind("heads_from_flag", _set(shapes="heads", num_heads_flag=lambda b, r: b.h)),
@@ -503,6 +515,9 @@ KINDS: list[Kind] = [
     Kind("head_broadcast_undeclared", _set(h=lambda b, r: int(r.choice([2, 4])), h_kv=1,
                                            shapes="none"),
          breaks=dict.fromkeys(BOTH, "the heads are not declared, so not proven")),
+    Kind("dropout_mode_read_at_run_time", _set(dropout="mode_input"),
+         breaks=dict.fromkeys(BOTH, "training_mode is an input: nothing proves the Dropout "
+                                    "passes the probabilities on")),
     Kind("num_heads_contradicts_model", _set(num_heads_flag=lambda b, r: b.h + 1),
          breaks=dict.fromkeys(BOTH, "--num-heads contradicts the declared heads")),
     # ---- not a model: refused whole

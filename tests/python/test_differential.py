@@ -15,8 +15,7 @@ For each case, drawn fusible and then perturbed by its kind, with the target it 
   and nothing is written, report included.
 
 FUSEKIT_CLI is the fusekit command line (ctest sets it). FUSEKIT_DIFF_SEED (default 0) and
-FUSEKIT_DIFF_CASES (default four of each kind and target) draw other or more cases; kinds and
-targets take turns, so twice their number covers each once.
+FUSEKIT_DIFF_ROUNDS (default 4: each kind and target four times) draw other or more cases.
 """
 import json
 import os
@@ -34,7 +33,7 @@ CLI = os.environ.get("FUSEKIT_CLI", "")
 if not CLI:
     raise RuntimeError("FUSEKIT_CLI is not set (run through ctest)")
 SEED = int(os.environ.get("FUSEKIT_DIFF_SEED", "0"))
-COUNT = int(os.environ.get("FUSEKIT_DIFF_CASES", str(4 * 2 * len(gen.KINDS))))
+COUNT = int(os.environ.get("FUSEKIT_DIFF_ROUNDS", "4")) * len(gen.TARGETS) * len(gen.KINDS)
 
 # Kinds where today's fusekit breaks the property, each strict: the day the rule is fixed the case
 # passes, fails as XPASS, and the entry goes. Keyed by (kind, target); none today.

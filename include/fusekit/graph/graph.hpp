@@ -233,6 +233,25 @@ class graph {
     return std::span<const std::int64_t>(a.attribute->ints().data(), a.attribute->ints_size());
   }
 
+  // Whether output 0 of n is its input 0 unchanged when the model runs for inference: an
+  // Identity, a Cast to the type it reads, or a Dropout not in training mode — before opset 12
+  // every Dropout (from 7; is_test set before that), from 12 one whose training_mode is absent
+  // or a constant false. A training_mode the model reads at run time proves nothing.
+  bool passes_input_at_inference(node_id n) const {
+    if (!domain(n).empty() || inputs(n).empty() || input(n, 0) == no_id) return false;
+    const std::string_view op = op_type(n);
+    if (op == "Identity") return true;
+    if (op == "Cast")
+      return type(input(n, 0)) != dtype::undefined &&
+             attribute_int(n, "to") == std::int64_t(type(input(n, 0)));
+    if (op != "Dropout") return false;
+    const std::int64_t version = opset("");
+    if (version < 7) return attribute_int(n, "is_test").value_or(0) != 0;
+    if (version < 12 || input(n, 2) == no_id) return true;
+    const std::optional<double> training = constant_scalar(input(n, 2));
+    return training && *training == 0;
+  }
+
  private:
   enum flag : std::uint8_t {
     graph_input = 1,

@@ -1207,9 +1207,10 @@ inline constexpr all_t<Name, any_t> all{};
 
 namespace detail {
 
-// The value-preserving nodes directly above a value, top down: Identity, a Cast to the type its
-// input already has, and a Cast pair that round-trips exactly (float16 → float32 → float16 …);
-// with `any_casts`, every Cast.
+// The value-preserving nodes directly above a value, top down: what passes its input on unchanged
+// at inference (Identity, a Cast to the type its input already has, a Dropout not in training
+// mode) and a Cast pair that round-trips exactly (float16 → float32 → float16 …); with
+// `any_casts`, every Cast.
 struct preserving_chain {
   static constexpr std::size_t max_nodes = 4;
   std::array<node_id, max_nodes> nodes{};
@@ -1245,9 +1246,7 @@ inline preserving_chain value_preserving_chain(const graph& g, value_id v, bool 
     const value_id in = g.input(n, 0);
     if (in == no_id) break;
     const std::string_view op = g.op_type(n);
-    if (op == "Identity" ||
-        (op == "Cast" && g.type(in) != dtype::undefined && cast_to(n) == g.type(in)) ||
-        (any_casts && op == "Cast")) {
+    if ((g.passes_input_at_inference(n) && g.output(n, 0) == v) || (any_casts && op == "Cast")) {
       chain.nodes[taken++] = n;
       v = in;
     } else if (op == "Cast" && taken + 2 <= preserving_chain::max_nodes) {
