@@ -172,6 +172,16 @@ fusekit::rules::attention_options on(target t) {
   return opts;
 }
 
+const onnx::NodeProto* only(const model& m, const std::string& op_type) {
+  const onnx::NodeProto* found = nullptr;
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == op_type) {
+      if (found != nullptr) return nullptr;
+      found = &n;
+    }
+  return found;
+}
+
 // Fuses with the bundled rules; expects nothing to change and returns the one near miss.
 std::string near_miss(const decoder_block& spec, target t = target::ort) {
   model m = spec.build();
@@ -201,6 +211,26 @@ TEST(DecoderSelect, GptTwoEagerSelectAndPaddingBecomeOneAttentionBias) {
   const std::string once = bytes(m);
   EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
   EXPECT_EQ(bytes(m), once);
+}
+
+// OPT's TorchScript export once a converter keeps attention in float32: an [S, L] mask, which
+// the Add broadcast from the right, read by MultiHeadAttention as [1, 1, S, L].
+TEST(DecoderSelect, AMaskOfRankTwoOrThreeGetsOnesInFront) {
+  for (const auto& padding : {std::vector<std::int64_t>{5, 5}, {4, 5, 5}, {1, 5, 5}}) {
+    model m = decoder_block{.select = false, .padding = padding}.build();
+    const auto report = fusekit::rules::fuse_all(m);
+    ASSERT_EQ(report.fusions.size(), 1u);
+    EXPECT_EQ(op_types(m),
+              (std::vector<std::string>{"Unsqueeze", "Transpose", "Reshape", "MultiHeadAttention",
+                                        "Reshape", "Transpose"}));
+    EXPECT_EQ(only(m, "Unsqueeze")->input(0), "padding");
+    EXPECT_EQ(only(m, "MultiHeadAttention")->input(5), only(m, "Unsqueeze")->output(0));
+    fusekit::rewrite::check_invariants(m);
+  }
+  // Near miss: one bias per key, [L], has no query axis to be the op's rows.
+  EXPECT_EQ(near_miss({.select = false, .padding = {5}}),
+            "MatMul 'context': the mask [5] is not proven to be (batch or 1, heads or 1, sequence, "
+            "key length) for q [2, 4, 5, 8] and v [2, 4, 5, 8]");
 }
 
 TEST(DecoderSelect, ASelectOnWhatIsHiddenFusesToo) {
@@ -407,22 +437,16 @@ TEST(DecoderCache, TheConcatStaysWhereTheOpCannotWritePresent) {
   // k and v read one Concat (a fuzzed model): the op cannot write one present twice.
   EXPECT_EQ(cache_note({.select = false, .padding = {}, .past = 3, .one_cache = true}),
             "Concat kept: key and value are one Concat's output");
+  // MultiHeadAttention's present value has the key's head size.
+  EXPECT_EQ(cache_note({.select = false, .padding = {}, .v_head_size = 16, .past = 3}),
+            "Concat kept: MultiHeadAttention writes the present value in the key's head size, "
+            "not v's [2, 4, 8, 16]");
   // present k is read before the fused node, which would compute it only later.
   EXPECT_EQ(cache_note({.select = false, .padding = {}, .past = 3, .cache_shape_read = true}),
             "Concat kept: Shape 'cache_shape' reads 'present_k' before the attention");
 }
 
 // ---- grouped heads and causality: GroupQueryAttention (target ort)
-
-const onnx::NodeProto* only(const model& m, const std::string& op_type) {
-  const onnx::NodeProto* found = nullptr;
-  for (const auto& n : m.proto.graph().node())
-    if (n.op_type() == op_type) {
-      if (found != nullptr) return nullptr;
-      found = &n;
-    }
-  return found;
-}
 
 TEST(GroupQuery, ACausalBlockReadsTheGroupedHeads) {
   model m =
@@ -675,6 +699,24 @@ TEST(FusedOpContracts, MultiHeadAttentionReadsTheRepeatedKeyValueHeads) {
     }
 }
 
+// Multi-head latent attention and image transformers: v's head size is its own.
+TEST(FusedOpContracts, MultiHeadAttentionReadsKeyAndValue3DForAValueHeadSizeOfItsOwn) {
+  model m = decoder_block{.v_head_size = 16}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["value_head_size"], "v's own: k and v read 3-D");
+  const onnx::NodeProto* mha = only(m, "MultiHeadAttention");
+  ASSERT_NE(mha, nullptr);
+  EXPECT_NE(mha->input(1), "k");
+  EXPECT_NE(mha->input(2), "v");
+  fusekit::rewrite::check_invariants(m);
+  // Attention takes v 4-D of any head size.
+  model onnx = decoder_block{.opset = 23, .v_head_size = 16}.build();
+  const auto fused = fusekit::rules::fuse_all(onnx, {}, on(target::onnx));
+  ASSERT_EQ(fused.fusions.size(), 1u);
+  EXPECT_EQ(only(onnx, "Attention")->input(2), "v");
+}
+
 TEST(FusedOpContracts, NearMisses) {
   // A MatMul cannot pair four query heads with three key/value heads, nor can a fused op.
   EXPECT_EQ(near_miss({.opset = 23, .kv_heads = 3}, target::onnx),
@@ -694,10 +736,6 @@ TEST(FusedOpContracts, NearMisses) {
   // MultiHeadAttention's schema has no bfloat16.
   EXPECT_EQ(near_miss({.type = dtype::bfloat16, .fill = minus_inf}),
             "MatMul 'context': MultiHeadAttention takes float32 or float16, not bfloat16");
-  // v's head size must be q's for MultiHeadAttention.
-  EXPECT_EQ(near_miss({.v_head_size = 16}),
-            "MatMul 'context': the head size of v [2, 4, 5, 16] is not proven equal to q's [2, 4, "
-            "5, 8]; MultiHeadAttention needs one head size");
   // 1/1e-40 (as float32) is 1e40, beyond float32: the scale attribute would be inf.
   EXPECT_EQ(near_miss({.divisor = 1e-40}),
             "MatMul 'context': the scale 1.0000053899175752e+40 is not a positive finite float32 "

@@ -427,6 +427,10 @@ KINDS: list[Kind] = [
                                       scale_form=lambda b, r: str(r.choice(["mul", "div"])))),
     Kind("float32_no_casts", _set(dtype=np.float32, casts="none")),
     Kind("mask_input", _set(mask=_mask_shape, casts=_no_casts)),
+    # A mask of rank 2 or 3 broadcast from the right: the ops read it with ones in front.
+    Kind("mask_2d", _set(mask=lambda b, r: (b.s, b.total), casts=_no_casts)),
+    Kind("mask_3d", _set(mask=lambda b, r: ([1, b.h][r.integers(2)], b.s, b.total),
+                         casts=_no_casts)),
     Kind("mask_where_bool", _set(mask="where", casts=_no_casts, nan_guard=True)),
     # One bias for every key: the fused op reads it expanded to the key length, as Add broadcast it.
     Kind("mask_broadcast_over_keys", _set(l=3, mask=lambda b, r: (b.b, b.h, b.s, 1),
@@ -474,8 +478,10 @@ KINDS: list[Kind] = [
     Kind("opset11_softmax_last_axis", _set(opset=11, softmax_axis=3),
          breaks={"onnx": "Attention needs opset 23; fusekit never raises the opset"}),
     # ---- fusible for one target only
-    Kind("value_head_size_differs", _set(d_v=lambda b, r: b.d * 2),
-         breaks={"ort": "MultiHeadAttention needs one head size for q, k and v"}),
+    # Both ops take v's own head size (MultiHeadAttention with k and v 3-D), with a cache too.
+    Kind("value_head_size_differs", _set(d_v=lambda b, r: [b.d * 2, max(b.d // 2, 1)][r.integers(2)])),
+    Kind("value_head_size_differs_decode_step",
+         lambda b, r: (_decode_step(b, r), setattr(b, "d_v", b.d * 2))),
     Kind("one_kv_head_broadcast", _set(h=lambda b, r: int(r.choice([2, 4])), h_kv=1),
          breaks={"ort": "MultiHeadAttention needs as many key/value heads as query heads"}),
     Kind("target_onnx_below_opset_23", _set(opset=lambda b, r: int(r.choice([17, 18]))),
@@ -491,8 +497,6 @@ KINDS: list[Kind] = [
     Kind("softmax_opset11_default_axis", _set(opset=11, softmax_axis=None, h=2),
          breaks=dict.fromkeys(BOTH, "opset 11's default axis 1 normalises over heads, sequence "
                                     "and keys together")),
-    Kind("mask_2d", _set(mask=lambda b, r: (b.s, b.l), casts=_no_casts),
-         breaks={"ort": "MultiHeadAttention's attention bias is 4-D"}),
     # Softmax over axis -1: axis 3 of the 5-D scores is no longer the key axis.
     Kind("scale_rank5", _set(scale_shape=(1, 1, 1, 1, 1), scale_form="mul", merge=False,
                              softmax_axis=-1),

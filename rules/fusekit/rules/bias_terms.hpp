@@ -228,8 +228,8 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   return c;
 }
 
-// The bias the fused op adds: the sum of the block's terms, a select as Where(keep, 0, fill) or
-// Where(hide, fill, 0), a term of 3-D scores regrouped to 4-D; "" for none. `absorbed`: the op
+// The bias the fused op adds, 4-D: the sum of the block's terms, a select as Where(keep, 0, fill)
+// or Where(hide, fill, 0), a term of 3-D scores regrouped to 4-D; "" for none. `absorbed`: the op
 // reads the cache's past and new keys apart.
 template <class M>
 std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::attention_call& call,
@@ -279,6 +279,11 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
     out =
         e.op("Expand", {out, e.op("Concat", {e.constant(dtype::int64, {2}, {1.0, 1.0}), rows, keys},
                                   {{"axis", 0}})});
+  } else if (call.bias_dims && call.bias_dims->size() < 4) {
+    // The ops read the bias 4-D, where the Adds broadcast a lower rank from the right.
+    std::vector<std::int64_t> front(4 - call.bias_dims->size());
+    for (std::size_t i = 0; i < front.size(); ++i) front[i] = std::int64_t(i);
+    out = fused::unsqueezed(g, e, out, front);
   }
   return out;
 }

@@ -12,7 +12,9 @@
 //                                                          v (B,Nkv,L,Hv)
 //   heads         one count for q, k and v (grouped ones   Nq a multiple of Nkv
 //                 the model pairs itself: repeated)
-//   head size     one for q, k and v                       v's may differ
+//   head size     one for q and k; v's may differ where k  v's may differ
+//                 and v go in 3-D (B,L,N·H) and no past
+//                 (present is written in k's head size)
 //   bias          attention_bias (B|1, N|1, S, L)          attn_mask, the same shapes
 //   causal        unidirectional (S = L only)              is_causal (S = L only)
 //   scale         a float32 attribute: positive, finite, not rounded to 0
@@ -221,20 +223,17 @@ inline verdict admits_shapes(const facts& f, const attention_call& c, target to)
                          " are not proven equal, nor (target onnx) a proven multiple of the "
                          "key/value heads");
   }
-  if (to == target::ort && f.same_dim(q, 3, v, 3) != truth::yes)
-    return verdict::no("the head size of v " + f.shape_text(v) + " is not proven equal to q's " +
-                       f.shape_text(q) + "; MultiHeadAttention needs one head size");
   return verdict::yes();
 }
 
 // Both ops take the bias as (B or 1, N or 1, S, L) in q's dtype.
-inline verdict admits_bias(const facts& f, const attention_call& c, dtype t, target to) {
+inline verdict admits_bias(const facts& f, const attention_call& c, dtype t) {
   if (!c.has_bias) return verdict::yes();
   const value_id q = c.q, v = c.v;
   auto fits = [&](std::vector<sym> d) {
-    // Attention also broadcasts a mask of rank 2 or 3 from the right, as the Add did.
-    if (to == target::onnx && (d.size() == 2 || d.size() == 3))
-      d.insert(d.begin(), 4 - d.size(), sym::constant(1));
+    // A mask of rank 2 or 3 broadcast from the right, as the Add did: the bias gets ones in
+    // front (sdpa::bias).
+    if (d.size() == 2 || d.size() == 3) d.insert(d.begin(), 4 - d.size(), sym::constant(1));
     auto one_or = [&](int i, const sym* x) {
       return d[std::size_t(i)].is_constant(1) || equal(d[std::size_t(i)], *x) == truth::yes;
     };
@@ -283,7 +282,7 @@ inline verdict admits(const graph& g, const attention_call& c, const attention_o
   if (model_heads && o.num_heads > 0 && *model_heads != o.num_heads)
     return verdict::no("--num-heads " + std::to_string(o.num_heads) + " contradicts the " +
                        std::to_string(*model_heads) + " heads of the model");
-  if (auto no = admits_bias(f, c, t, to); !no) return no;
+  if (auto no = admits_bias(f, c, t); !no) return no;
   if (auto no = admits_scale(c.scale); !no) return no;
   if (to == target::onnx && g.opset("") < 23)
     return verdict::no("target onnx needs ai.onnx opset 23 for Attention; the model imports " +
@@ -293,7 +292,17 @@ inline verdict admits(const graph& g, const attention_call& c, const attention_o
 
 // Whether GroupQueryAttention computes a causal block with grouped heads exactly: q and the new
 // keys k_new (BNSH, grouped heads) as the op takes them, with or without a past.
-inline verdict admits_group_query(const facts& f, value_id q, value_id k_new, bool has_past) {
+// Whether v's head size is not proven q's: MultiHeadAttention then reads k and v 3-D, and no
+// cache (its present value would have k's head size); GroupQueryAttention takes one head size.
+inline bool own_value_head_size(const facts& f, value_id q, value_id v) {
+  return f.same_dim(q, 3, v, 3) != truth::yes;
+}
+
+inline verdict admits_group_query(const facts& f, value_id q, value_id k_new, value_id v_new,
+                                  bool has_past) {
+  if (own_value_head_size(f, q, v_new))
+    return verdict::no("the head size of v " + f.shape_text(v_new) + " is not proven q's " +
+                       f.shape_text(q));
   const auto head_size = f.dim_of(q, 3)->constant();
   if (!head_size || *head_size % 8 != 0)
     return verdict::no("the head size " + f.text(*f.dim_of(q, 3)) +
@@ -361,6 +370,15 @@ inline std::string hidden_rows(const graph& g, const std::string& bias, dtype t,
           ? e.op("ReduceMax", {bias, e.constant(dtype::int64, {1}, {-1})}, {{"keepdims", 1}})
           : e.op("ReduceMax", {bias}, {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", 1}});
   return e.op("Equal", {largest, e.constant(t, {}, {-std::numeric_limits<double>::infinity()})});
+}
+
+// x with dims of 1 inserted at `axes`: Unsqueeze, whose axes are an input from opset 13 on.
+inline std::string unsqueezed(const graph& g, rewrite::emitter& e, const std::string& x,
+                              const std::vector<std::int64_t>& axes) {
+  if (g.opset("") >= 13)
+    return e.op("Unsqueeze", {x, e.constant(dtype::int64, {std::int64_t(axes.size())},
+                                            std::vector<double>(axes.begin(), axes.end()))});
+  return e.op("Unsqueeze", {x}, {{"axes", axes}});
 }
 
 // Emits the op of the options' target for a call `admits` accepted. Returns the (B, S, N·H)
@@ -434,7 +452,10 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
     e.note("target", "com.microsoft MultiHeadAttention");
     // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias, 6 and 7 the
     // past key and value.
-    std::vector<std::string> inputs{q_bsd, in.k, in.v};
+    // A value head size of its own is taken from v 3-D only.
+    const bool own_v = own_value_head_size(f, c.q, c.v);
+    if (own_v) e.note("value_head_size", "v's own: k and v read 3-D");
+    std::vector<std::string> inputs{q_bsd, own_v ? bsd(in.k) : in.k, own_v ? bsd(in.v) : in.v};
     add_bias_and_past(inputs, 5, in);
     std::vector<build::attr> own{{"num_heads", num_heads}};
     // MultiHeadAttention hides the causal keys with mask_filter_value: the lowest float32 hides

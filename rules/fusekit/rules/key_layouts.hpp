@@ -156,10 +156,7 @@ inline std::string repeat_heads(const graph& g, rewrite::emitter& e, const std::
                                 value_id q, const sym& kv_heads) {
   const facts& f = facts_of(g);
   const std::int64_t heads = *f.dim_of(q, 1)->constant(), groups = heads / *kv_heads.constant();
-  const std::string axis = e.constant(dtype::int64, {1}, {2.0});
-  const std::string u = g.opset("") >= 13
-                            ? e.op("Unsqueeze", {x, axis})
-                            : e.op("Unsqueeze", {x}, {{"axes", std::vector<std::int64_t>{2}}});
+  const std::string u = fused::unsqueezed(g, e, x, {2});
   const std::string repeated =
       e.op("Expand", {u, e.constant(dtype::int64, {5}, {1, 1, double(groups), 1, 1})});
   const std::string shape = e.op("Concat",

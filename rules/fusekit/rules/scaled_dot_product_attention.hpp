@@ -353,7 +353,9 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   std::int64_t group_query_kv_heads = 0;
   if (group_query) {
     const value_id k_new = kept.empty() ? get<"k_new">(m) : k_grouped;
-    if (auto refused = fused::admits_group_query(f, query(g, m), k_new, kept.empty()); refused) {
+    const value_id v_new = kept.empty() ? get<"v_new">(m) : v_grouped;
+    if (auto refused = fused::admits_group_query(f, query(g, m), k_new, v_new, kept.empty());
+        refused) {
       group_query_kv_heads = *f.dim_of(k_new, 1)->constant();
     } else {
       e.note("group_query", "no: " + refused.reason);
@@ -361,6 +363,10 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
       if (has_cache) kept = cache_kept_because(g, m, false);
     }
   }
+  if (has_cache && kept.empty() && !onnx && !group_query &&
+      fused::own_value_head_size(f, query(g, m), values(g, m)))
+    kept = "MultiHeadAttention writes the present value in the key's head size, not v's " +
+           f.shape_text(values(g, m));
   const bool grouped = onnx_grouped || group_query;
   if (grouped) {
     const sym& kv_heads = *f.dim_of(k_grouped, 1);
