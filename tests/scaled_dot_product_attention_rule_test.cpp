@@ -717,6 +717,54 @@ TEST(SdpaRule, AttentionTheExporterWroteIsReportedAsAlreadyFused) {
   EXPECT_NE(report.to_table().find("already fused: Attention 'sdpa'"), std::string::npos);
 }
 
+// Every Softmax left in the fused model is named in a near miss: a block the rule tried, or what
+// makes it no block at all.
+TEST(SdpaRule, EverySoftmaxLeftIsExplained) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 6, 8});
+  // A mixture-of-experts router: a product's Softmax read by TopK.
+  auto router = b.op(
+      "Softmax",
+      {b.op("MatMul", {x, b.initializer(dtype::float32, {8, 4}, std::vector<double>(32, 0.1))})},
+      {{"axis", -1}}, {.name = "router"});
+  auto top = b.ops("TopK", {router, b.initializer(dtype::int64, {1}, {2})}, {}, {.outputs = 2});
+  // A Softmax of no product, a graph output.
+  auto plain = b.op("Softmax", {x}, {{"axis", -1}}, {.name = "plain"});
+  // Probabilities read as the second operand: vᵀ·pᵀ is no block the rule knows.
+  auto q = b.input("q", dtype::float32, {2, 4, 6, 8});
+  auto p =
+      b.op("Softmax",
+           {b.op("MatMul",
+                 {q, b.op("Transpose", {q}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}})})},
+           {{"axis", -1}}, {.name = "right"});
+  auto pv = b.op("MatMul",
+                 {b.op("Transpose", {q}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}}), p});
+  for (const auto& out : {top[0], top[1], plain, pv}) b.output(out);
+  model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m);
+  std::vector<std::string> got;
+  for (const auto& y : report.near_misses) got.push_back(y.anchor + ": " + y.reason);
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "Softmax 'router': no MatMul reads its probabilities as its first operand "
+                     "(through Reshape, Cast, Where, Identity or Dropout): they are read by TopK "
+                     "'TopK_3'",
+                     "Softmax 'plain': no MatMul computes its input within 8 nodes: these are no "
+                     "attention scores",
+                     "Softmax 'right': no MatMul reads its probabilities as its first operand "
+                     "(through Reshape, Cast, Where, Identity or Dropout): they are read by MatMul "
+                     "'MatMul_7' (input 1)"}));
+  // A near miss at the ·V MatMul already names its block's Softmax: nothing is added.
+  model tried = block{.softmax_axis = 1}.build();
+  const auto one = fusekit::rules::fuse_all(tried);
+  ASSERT_EQ(one.near_misses.size(), 1u);
+  EXPECT_EQ(one.near_misses[0].anchor.rfind("MatMul", 0), 0u);
+  // Without the attention rule, nothing is said about Softmaxes.
+  model again = block{.softmax_axis = 1}.build();
+  EXPECT_TRUE(
+      fusekit::rules::fuse_all(again, {.rules = {"scaled-dot-product-attention-head-merge"}})
+          .near_misses.empty());
+}
+
 }  // namespace
 
 namespace {

@@ -93,6 +93,47 @@ def fuse(cli: str, source: pathlib.Path, target: str, work: pathlib.Path) -> out
     return outcome(attention_blocks(original), fused_ops(fused), report, out, reasons)
 
 
+def unexplained_softmaxes(result: outcome) -> list[str]:
+    """Softmax nodes left in the fused model that no near miss of the report names, nor names a
+    MatMul reading their probabilities (past Reshape, Cast, Where, Identity, Dropout), as
+    `Op 'name'` (`Op #index` unnamed, as fusekit describes nodes)."""
+    named = {n for r in result.report["rules"] for m in r["near_misses"]
+             for n in [m["anchor"], *m.get("matched", [])]}
+    keeps = {"Reshape": 0, "Cast": 0, "Where": 2, "Identity": 0, "Dropout": 0}
+
+    def describe(nodes, i):
+        return f"{nodes[i].op_type} '{nodes[i].name}'" if nodes[i].name else \
+            f"{nodes[i].op_type} #{i}"
+
+    def walk(graph: onnx.GraphProto) -> list[str]:
+        nodes = list(graph.node)
+        readers: dict[str, list[tuple[int, int]]] = {}
+        for i, n in enumerate(nodes):
+            for slot, name in enumerate(n.input):
+                readers.setdefault(name, []).append((i, slot))
+        left = []
+        for i, n in enumerate(nodes):
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    left += walk(a.g)
+            if n.op_type != "Softmax" or n.domain not in ("", "ai.onnx"):
+                continue
+            seen, work, steps = set(), [(n.output[0], 0)], 0
+            while work:
+                value, steps = work.pop()
+                for j, slot in readers.get(value, []):
+                    op = nodes[j].op_type
+                    if keeps.get(op) == slot and steps + 1 < 8:
+                        work.append((nodes[j].output[0], steps + 1))
+                    else:
+                        seen.add(describe(nodes, j))
+            if describe(nodes, i) not in named and not seen & named:
+                left.append(describe(nodes, i))
+        return left
+
+    return walk(onnx.load(str(result.output), load_external_data=False).graph)
+
+
 # ---- running a model
 
 def session(model, optimize: bool = True) -> ort.InferenceSession:

@@ -8,6 +8,8 @@ express it, fused with the fusekit CLI (FUSEKIT_CLI):
   everything fused; where the model takes an attention_mask, also with padded and fully masked
   rows (NaN where the original has NaN);
 * fusing the result again changes nothing;
+* every Softmax left in the result is named by a near miss (fusekit explains each one it does
+  not fuse, attention block or not);
 * every block is fused. A fixture whose blocks do not all fuse yet is a strict expected failure
   below, and the report must give the reason written there: the day a rule fuses the blocks, the
   test passes unexpectedly, fails, and the entry goes.
@@ -102,6 +104,10 @@ def test_fixture(fixture, target, tmp_path):
     assert result.blocks == fixture["blocks"], "the file's attention blocks and the manifest's"
 
     conformance.compare(fixture, result.output, source=source)
+
+    # No Softmax passed over in silence: each left is named by a near miss.
+    assert not conformance.unexplained_softmaxes(result), \
+        f"Softmax nodes no near miss names: {conformance.unexplained_softmaxes(result)}"
 
     again = conformance.fuse(CLI, result.output, target, tmp_path / "again")
     assert again.output.read_bytes() == result.output.read_bytes(), "a second run changed it"

@@ -5,9 +5,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "attention_probabilities.hpp"
 #include "fusekit/graph/graph.hpp"
 
 namespace fusekit::rules {
@@ -59,11 +61,55 @@ void find_fused_attention(const graph& g, rewrite::report& out) {
   find_fused(g, fused, out.already_fused);
 }
 
+namespace {
+
+// The Softmaxes of g and its subgraphs that no near miss accounts for: none names it, nor a
+// MatMul that reads its probabilities.
+void unexplained_softmaxes(const graph& g, const std::unordered_set<std::string>& named,
+                           std::vector<std::pair<const graph*, node_id>>& out) {
+  for (node_id n : g.topological_order()) {
+    if (g.op_type(n) == "Softmax" && g.domain(n).empty() && !named.contains(g.describe(n))) {
+      const auto readers = sdpa::probability_readers(g, n);
+      if (std::none_of(readers.begin(), readers.end(),
+                       [&](const use& u) { return named.contains(g.describe(u.node)); }))
+        out.emplace_back(&g, n);
+    }
+    for (const subgraph_ref& body : g.subgraphs(n)) unexplained_softmaxes(*body.body, named, out);
+  }
+}
+
+}  // namespace
+
+void explain_every_softmax(const model& fused, rewrite::report& out) {
+  static const attention_options defaults;
+  const std::string_view rule = scaled_dot_product_attention_rule(defaults).name();
+  if (std::find(out.rules.begin(), out.rules.end(), rule) == out.rules.end()) return;
+  std::unordered_set<std::string> named;
+  for (const rewrite::near_miss& n : out.near_misses) {
+    named.insert(n.anchor);
+    named.insert(n.matched.begin(), n.matched.end());
+  }
+  const graph g(fused);
+  std::vector<std::pair<const graph*, node_id>> left;
+  unexplained_softmaxes(g, named, left);
+  for (const auto& [where, softmax] : left) {
+    std::string why = sdpa::not_a_block_because(*where, softmax);
+    // A block the rule tries and reports: an anchor the report lost would be a defect, said so.
+    if (why.empty()) why = "tried as an attention block, but no near miss was reported for it";
+    out.near_misses.push_back({.rule = std::string(rule),
+                               .anchor = where->describe(softmax),
+                               .reason = std::move(why),
+                               .matched = {where->describe(softmax)}});
+  }
+}
+
 rewrite::report fuse_all(model& m, const rewrite::options& run,
                          const attention_options& attention) {
   rewrite::options current = run;
   for (std::string& name : current.rules) name = std::string(current_name(name));
-  return rewrite::fuse(m, bundled(attention), current, &find_fused_attention);
+  rewrite::report out = rewrite::fuse(m, bundled(attention), current, &find_fused_attention);
+  explain_every_softmax(m, out);
+  return out;
 }
 
 }  // namespace fusekit::rules

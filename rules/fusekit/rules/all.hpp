@@ -37,7 +37,14 @@ std::string_view current_name(std::string_view name);
 // report's already_fused), for a program that runs the library's rules in a list of its own.
 void find_fused_attention(const graph& g, rewrite::report& out);
 
-// The library over a model; the report also lists the attention ops the model held already.
+// After a run of the library's attention rule: a near miss for every Softmax left in the fused
+// model that no near miss accounts for, saying why it is no block the rule tries (its scores come
+// from no product; no MatMul reads its probabilities as attention does). A user then reads every
+// Softmax of the model as fused or explained, never passed over in silence.
+void explain_every_softmax(const model& fused, rewrite::report& out);
+
+// The library over a model; the report also lists the attention ops the model held already, and
+// every Softmax left is explained.
 rewrite::report fuse_all(model& m, const rewrite::options& run = {},
                          const attention_options& attention = {});
 

@@ -53,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_probabilities.hpp"
 #include "bias_terms.hpp"
 #include "decoder_cache.hpp"
 #include "fused_ops.hpp"
@@ -157,39 +158,6 @@ inline bool softmax_upstream(const graph& g, node_id n) {
     n = g.producer(g.input(n, 0));
   }
   return false;
-}
-
-// Whether a MatMul within a few nodes upstream of x computes it (QKᵀ, in whatever form).
-inline bool computed_from_a_product(const graph& g, value_id x, int depth = 8) {
-  const node_id p = g.producer(x);
-  if (p == no_id || depth == 0 || !g.domain(p).empty()) return false;
-  if (g.op_type(p) == "MatMul") return true;
-  for (value_id in : g.inputs(p))
-    if (in != no_id && computed_from_a_product(g, in, depth - 1)) return true;
-  return false;
-}
-
-// The Softmax whose output a MatMul reads as its first input through ops that keep its values (a
-// Reshape, a Cast, the NaN guard's Where, an identity at inference), or no_id: where this rule's
-// core begins, and so where a failed match may be a near miss.
-inline node_id softmax_read_by(const graph& g, node_id n) {
-  if (g.op_type(n) != "MatMul" || !g.domain(n).empty()) return no_id;
-  node_id p = g.producer(g.input(n, 0));
-  for (int step = 0; step < 8 && p != no_id && g.domain(p).empty(); ++step) {
-    const std::string_view op = g.op_type(p);
-    if (op == "Softmax") return p;
-    if (op != "Reshape" && op != "Cast" && op != "Where" && op != "Identity" && op != "Dropout")
-      return no_id;
-    p = g.producer(g.input(p, op == "Where" ? 2 : 0));
-  }
-  return no_id;
-}
-
-// The ·V MatMul of an attention block, however the rest is spelled: it reads a Softmax of scores
-// a MatMul computed. Such a block is never missed silently.
-inline bool reads_attention_probabilities(const graph& g, node_id n) {
-  const node_id softmax = softmax_read_by(g, n);
-  return softmax != no_id && computed_from_a_product(g, g.input(softmax, 0));
 }
 
 // The checks across captures that a pattern cannot express; what the fused op itself needs is
