@@ -441,6 +441,10 @@ TEST(DecoderCache, TheConcatStaysWhereTheOpCannotWritePresent) {
   EXPECT_EQ(cache_note({.select = false, .padding = {}, .v_head_size = 16, .past = 3}),
             "Concat kept: MultiHeadAttention writes the present value in the key's head size, "
             "not v's [2, 4, 8, 16]");
+  // The op reads one key/value head expanded to q's four: its present would have four.
+  EXPECT_EQ(cache_note({.select = false, .padding = {}, .kv_heads = 1, .past = 3}),
+            "Concat kept: the op reads the one key/value head expanded to q's heads, not the "
+            "cache");
   // present k is read before the fused node, which would compute it only later.
   EXPECT_EQ(cache_note({.select = false, .padding = {}, .past = 3, .cache_shape_read = true}),
             "Concat kept: Shape 'cache_shape' reads 'present_k' before the attention");
@@ -699,6 +703,31 @@ TEST(FusedOpContracts, MultiHeadAttentionReadsTheRepeatedKeyValueHeads) {
     }
 }
 
+// Multi-query attention by broadcasting: one key/value head that the MatMuls broadcast against
+// q's four.
+TEST(FusedOpContracts, OneKeyValueHeadIsExpandedWhereTheOpNeedsQsHeads) {
+  model m = decoder_block{.kv_heads = 1}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["kv_heads"],
+            "1, expanded for MultiHeadAttention's one head count");
+  EXPECT_EQ(only(m, "MultiHeadAttention")->input(1), "scaled-dot-product-attention/Expand_0/out_0");
+  fusekit::rewrite::check_invariants(m);
+  // Attention takes one head for q's four as it is …
+  model onnx = decoder_block{.opset = 23, .padding = {2, 1, 5, 5}, .kv_heads = 1}.build();
+  ASSERT_EQ(fusekit::rules::fuse_all(onnx, {}, on(target::onnx)).fusions.size(), 1u);
+  EXPECT_EQ(only(onnx, "Attention")->input(1), "k");
+  // … but ONNX Runtime checks a mask per query head against the key/value heads.
+  model per_head = decoder_block{.opset = 23, .padding = {2, 4, 5, 5}, .kv_heads = 1}.build();
+  const auto expanded = fusekit::rules::fuse_all(per_head, {}, on(target::onnx));
+  ASSERT_EQ(expanded.fusions.size(), 1u);
+  EXPECT_EQ(expanded.fusions[0].params["kv_heads"],
+            "1, expanded: ONNX Runtime's Attention takes a mask per query head only for as many "
+            "key/value heads");
+  EXPECT_NE(only(per_head, "Attention")->input(1), "k");
+  fusekit::rewrite::check_invariants(per_head);
+}
+
 // Multi-head latent attention and image transformers: v's head size is its own.
 TEST(FusedOpContracts, MultiHeadAttentionReadsKeyAndValue3DForAValueHeadSizeOfItsOwn) {
   model m = decoder_block{.v_head_size = 16}.build();
@@ -721,11 +750,13 @@ TEST(FusedOpContracts, NearMisses) {
   // A MatMul cannot pair four query heads with three key/value heads, nor can a fused op.
   EXPECT_EQ(near_miss({.opset = 23, .kv_heads = 3}, target::onnx),
             "MatMul 'context': the heads of q [2, 4, 5, 8] and of kᵀ [2, 3, 8, 5] and v [2, 3, 5, "
-            "8] are not proven equal, nor (target onnx) a proven multiple of the key/value heads");
+            "8] are not proven equal, nor one key/value head, nor (target onnx) a proven multiple "
+            "of the key/value heads");
   // Nor two, without repeat_kv: MultiHeadAttention takes one head count for all three.
   EXPECT_EQ(near_miss({.kv_heads = 2}),
             "MatMul 'context': the heads of q [2, 4, 5, 8] and of kᵀ [2, 2, 8, 5] and v [2, 2, 5, "
-            "8] are not proven equal, nor (target onnx) a proven multiple of the key/value heads");
+            "8] are not proven equal, nor one key/value head, nor (target onnx) a proven multiple "
+            "of the key/value heads");
   // MultiHeadAttention has no float64 kernel.
   EXPECT_EQ(near_miss({.type = dtype::float64}),
             "MatMul 'context': MultiHeadAttention takes float32 or float16, not float64");

@@ -405,8 +405,8 @@ TEST(SdpaRule, NearMisses) {
   not_transposed.k_perm = {0, 2, 1, 3};  // [B, S, N, H] is no kᵀ: heads would meet the sequence
   EXPECT_EQ(near_miss(not_transposed),
             "MatMul 'context': the heads of q [1, 4, S, 8] and of kᵀ [1, S, 4, 8] and v "
-            "[1, 4, S, 8] are not proven equal, nor (target onnx) a proven multiple of the "
-            "key/value heads");
+            "[1, 4, S, 8] are not proven equal, nor one key/value head, nor (target onnx) a "
+            "proven multiple of the key/value heads");
 
   attention_options onnx_target;
   onnx_target.fused_target = target::onnx;  // Attention is opset 23; the model imports 17

@@ -482,8 +482,11 @@ KINDS: list[Kind] = [
     Kind("value_head_size_differs", _set(d_v=lambda b, r: [b.d * 2, max(b.d // 2, 1)][r.integers(2)])),
     Kind("value_head_size_differs_decode_step",
          lambda b, r: (_decode_step(b, r), setattr(b, "d_v", b.d * 2))),
-    Kind("one_kv_head_broadcast", _set(h=lambda b, r: int(r.choice([2, 4])), h_kv=1),
-         breaks={"ort": "MultiHeadAttention needs as many key/value heads as query heads"}),
+    # Multi-query attention by broadcasting: MultiHeadAttention reads k and v expanded.
+    Kind("one_kv_head_broadcast", _set(h=lambda b, r: int(r.choice([2, 4])), h_kv=1)),
+    Kind("one_kv_head_broadcast_decode_step",
+         lambda b, r: (setattr(b, "h", int(r.choice([2, 4]))), setattr(b, "h_kv", 1),
+                       _decode_step(b, r))),
     Kind("target_onnx_below_opset_23", _set(opset=lambda b, r: int(r.choice([17, 18]))),
          breaks={"onnx": "Attention needs opset 23; fusekit never raises the opset"}),
     # ---- breaking a contract of both: each must stay as it is

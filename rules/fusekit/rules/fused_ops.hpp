@@ -11,7 +11,8 @@
 //   q, k, v       q (B,S,N·H), k and v (B,N,L,H)           q (B,Nq,S,H), k (B,Nkv,L,H),
 //                                                          v (B,Nkv,L,Hv)
 //   heads         one count for q, k and v (grouped ones   Nq a multiple of Nkv
-//                 the model pairs itself: repeated)
+//                 the model pairs itself: repeated; one
+//                 the MatMuls broadcast: expanded)
 //   head size     one for q and k; v's may differ where k  v's may differ
 //                 and v go in 3-D (B,L,N·H) and no past
 //                 (present is written in k's head size)
@@ -197,6 +198,13 @@ inline std::string broken_at(const facts& f, std::initializer_list<std::pair<val
   return {};
 }
 
+// One key/value head that the MatMuls broadcast against q's heads (multi-query attention):
+// MultiHeadAttention, which takes one head count, reads k and v expanded to q's.
+inline bool shares_one_kv_head(const facts& f, const attention_call& c) {
+  return f.dim_of(c.kt, 1)->is_constant(1) && f.dim_of(c.v, 1)->is_constant(1) &&
+         !f.dim_of(c.q, 1)->is_constant(1);
+}
+
 inline verdict admits_shapes(const facts& f, const attention_call& c, target to) {
   const value_id q = c.q, kt = c.kt, v = c.v;
   if (f.rank(q) != 4u || f.rank(kt) != 4u || f.rank(v) != 4u)
@@ -214,14 +222,14 @@ inline verdict admits_shapes(const facts& f, const attention_call& c, target to)
       f.same_dim(q, 1, kt, 1) == truth::yes && f.same_dim(q, 1, v, 1) == truth::yes;
   if (!same_heads) {
     const auto q_heads = f.dim_of(q, 1)->constant(), kv_heads = f.dim_of(kt, 1)->constant();
-    const bool grouped = (to == target::onnx || c.heads_paired) &&
+    const bool grouped = (to == target::onnx || c.heads_paired || shares_one_kv_head(f, c)) &&
                          f.same_dim(kt, 1, v, 1) == truth::yes && q_heads && kv_heads &&
                          *kv_heads > 0 && *q_heads % *kv_heads == 0;
     if (!grouped)
       return verdict::no("the heads of q " + f.shape_text(q) + " and of kᵀ " + f.shape_text(kt) +
                          " and v " + f.shape_text(v) +
-                         " are not proven equal, nor (target onnx) a proven multiple of the "
-                         "key/value heads");
+                         " are not proven equal, nor one key/value head, nor (target onnx) a "
+                         "proven multiple of the key/value heads");
   }
   return verdict::yes();
 }

@@ -331,11 +331,19 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
       if (has_cache) kept = cache_kept_because(g, m, false);
     }
   }
-  if (has_cache && kept.empty() && !onnx && !group_query &&
-      fused::own_value_head_size(f, query(g, m), values(g, m)))
-    kept = "MultiHeadAttention writes the present value in the key's head size, not v's " +
-           f.shape_text(values(g, m));
   const bool grouped = onnx_grouped || group_query;
+  // One key/value head broadcast by the MatMuls, expanded to q's heads: MultiHeadAttention takes
+  // one head count, and ONNX Runtime's Attention a mask per query head only for as many
+  // key/value heads.
+  const bool broadcast_head = !grouped && !packed(g, m) && fused::shares_one_kv_head(f, call) &&
+                              (!onnx || mask_per_query_head(call));
+  if (has_cache && kept.empty() && !group_query) {
+    if (!onnx && fused::own_value_head_size(f, query(g, m), values(g, m)))
+      kept = "MultiHeadAttention writes the present value in the key's head size, not v's " +
+             f.shape_text(values(g, m));
+    else if (broadcast_head)
+      kept = "the op reads the one key/value head expanded to q's heads, not the cache";
+  }
   if (grouped) {
     const sym& kv_heads = *f.dim_of(k_grouped, 1);
     if (auto n = kv_heads.constant())
@@ -356,6 +364,15 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
     e.note("kv_heads", "repeated for MultiHeadAttention's one head count");
     in.k = repeat_heads(g, e, in.k, query(g, m), *f.dim_of(call.kt, 1));
     in.v = repeat_heads(g, e, in.v, query(g, m), *f.dim_of(call.kt, 1));
+  }
+  if (broadcast_head) {
+    e.note("kv_heads", onnx ? "1, expanded: ONNX Runtime's Attention takes a mask per query head "
+                              "only for as many key/value heads"
+                            : "1, expanded for MultiHeadAttention's one head count");
+    const std::string heads =
+        e.constant(dtype::int64, {4}, {1.0, double(fused::heads_of(f, call, o)), 1.0, 1.0});
+    in.k = e.op("Expand", {in.k, heads});
+    in.v = e.op("Expand", {in.v, heads});
   }
   // Operands of a narrower type widen to the op's on the way in (exact; fused_ops.hpp's policy).
   int casts_added = 0;
