@@ -298,14 +298,15 @@ inline verdict admits(const graph& g, const attention_call& c, const attention_o
   return verdict::yes();
 }
 
-// Whether GroupQueryAttention computes a causal block with grouped heads exactly: q and the new
-// keys k_new (BNSH, grouped heads) as the op takes them, with or without a past.
 // Whether v's head size is not proven q's: MultiHeadAttention then reads k and v 3-D, and no
 // cache (its present value would have k's head size); GroupQueryAttention takes one head size.
 inline bool own_value_head_size(const facts& f, value_id q, value_id v) {
   return f.same_dim(q, 3, v, 3) != truth::yes;
 }
 
+// Whether GroupQueryAttention computes a causal block with grouped heads exactly: q and the new
+// keys and values k_new, v_new (BNSH, grouped heads) as the op takes them, with or without a
+// past.
 inline verdict admits_group_query(const facts& f, value_id q, value_id k_new, value_id v_new,
                                   bool has_past) {
   if (own_value_head_size(f, q, v_new))
