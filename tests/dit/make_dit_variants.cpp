@@ -489,6 +489,8 @@ void write_variants(const std::filesystem::path& dir) {
             .batch = 2,
             .key = key_form::bnhs_batch1},
            "batch");
+  // ---- one key/value head broadcast by the MatMuls (multi-query attention): MultiHeadAttention
+  // reads k and v expanded to q's heads, ai.onnx Attention takes the one head as it is.
   {
     spec s{.name = "multi_query_broadcast",
            .about =
@@ -496,15 +498,10 @@ void write_variants(const std::filesystem::path& dir) {
                "query heads",
            .heads = 4,
            .key = key_form::bnhs_one_head};
-    w.misses(s, "head");
-    // ai.onnx Attention takes fewer key/value heads than query heads (grouped-query attention);
-    // MultiHeadAttention does not.
+    w.fuses(s);
     s.name = "op23_multi_query_broadcast";
     s.opset = 23;
-    w.misses(s, "head", {"ort"});
-    w.entry("op23_multi_query_broadcast_onnx", "op23_multi_query_broadcast.onnx",
-            s.about + ", target onnx",
-            {.targets = {"onnx"}, .scale = scale_of(s), .num_heads = s.heads});
+    w.fuses(s);
   }
 
   std::ofstream out(dir / "variants.json");
