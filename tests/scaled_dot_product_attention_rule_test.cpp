@@ -100,8 +100,19 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
   const auto report = fusekit::rules::fuse_all(m);
   const auto names = fusekit::rules::names();
   EXPECT_EQ(report.rules, std::vector<std::string>(names.begin(), names.end()));
-  EXPECT_EQ(report.rules, (std::vector<std::string>{"scaled-dot-product-attention-head-merge",
-                                                    "scaled-dot-product-attention"}));
+  EXPECT_EQ(report.rules,
+            (std::vector<std::string>{
+                "scaled-dot-product-attention-head-merge", "scaled-dot-product-attention",
+                "layer-normalization", "rms-normalization", "gelu", "gelu-tanh",
+                "skip-layer-normalization", "skip-rms-normalization", "bias-gelu", "quick-gelu"}));
+  // Target onnx runs the rules whose ops ONNX has.
+  model standard = block{}.build();
+  attention_options onnx_target;
+  onnx_target.fused_target = attention_options::target::onnx;
+  EXPECT_EQ(fusekit::rules::fuse_all(standard, {}, onnx_target).rules,
+            (std::vector<std::string>{"scaled-dot-product-attention-head-merge",
+                                      "scaled-dot-product-attention", "layer-normalization",
+                                      "rms-normalization", "gelu", "gelu-tanh"}));
 }
 
 // The rules' names before the rename select the renamed rules for one release; the report prints

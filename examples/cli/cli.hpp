@@ -47,7 +47,8 @@ namespace detail {
 inline constexpr std::string_view overview = R"(usage: fusekit COMMAND ARGS...
 
 commands:
-  fuse      rewrite every attention block the rules match; report what fused and each near miss
+  fuse      rewrite every block the rules match (attention, norms, GELU); report what fused and
+            each near miss
   inspect   a model's ops, opsets, dtypes and attention blocks, or every value's shape facts
   explain   what each rule made of the blocks around one node, as text and a Graphviz picture
   demo      fuse the bundled sample model (a 2-layer F5-TTS-like DiT in float16) and report
@@ -70,8 +71,10 @@ everything succeeded; external data stays valid.
 
   -o, --output OUT.onnx  where the fused model goes
   --rules LIST|all       comma-separated rule names (inspect lists them), default all
-  --target ort|onnx      ort: com.microsoft.MultiHeadAttention (default); onnx: ai.onnx Attention,
-                         only for models that already import opset 23 or later
+  --target ort|onnx      ort: ONNX Runtime's ops, com.microsoft.MultiHeadAttention,
+                         SkipLayerNormalization … (default); onnx: standard ops only, ai.onnx
+                         Attention (opset 23), LayerNormalization (17), Gelu (20),
+                         RMSNormalization (23), each where the model imports that opset
   --num-heads N          the head count, where the model does not say it
   --report R.json        the report as JSON too
   --explain              report every anchor each rule tried, not only near misses

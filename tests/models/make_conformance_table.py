@@ -229,6 +229,53 @@ def precision(cli: str, peers: dict, work: pathlib.Path, bf16: list[str]) -> lis
     return out
 
 
+LAYER_TOOLS = {"fusekit": "fusekit ort", "ort_optimizer": "ORT optimizer",
+               "onnxscript": "onnxscript"}
+
+
+def layer_cell(ops: dict[str, int] | None) -> str:
+    if ops is None:
+        return "—"
+    return ", ".join(f"{op} {n}" for op, n in sorted(ops.items())) or "none"
+
+
+def layer_row(stem: str, result, peer_results: dict, totals: dict[str, dict[str, int]]) -> str:
+    """One float32 fixture's norm and activation ops, as fusekit (`--target ort`) and each peer
+    wrote them; a peer's counts only where ONNX Runtime loads its model and its outputs match."""
+    found = {"fusekit": conformance.layer_ops(conformance.onnx.load(str(result.output)))}
+    for p in ("ort_optimizer", "onnxscript"):
+        r = peer_results.get(p)
+        found[p] = r.get("layer_ops") if counts(r) else None
+    for tool, ops in found.items():
+        for op, n in (ops or {}).items():
+            totals.setdefault(op, {}).setdefault(tool, 0)
+            totals[op][tool] += n
+    return f"| `{stem}` | " + " | ".join(layer_cell(found[t]) for t in LAYER_TOOLS) + " |"
+
+
+def layer_section(rows: list[str], totals: dict[str, dict[str, int]]) -> list[str]:
+    return [
+        "## Norms and activations",
+        "",
+        "The float32 fixtures of every set: the norm and GELU ops in the model each tool writes "
+        "(`--target ort` for fusekit; the peers as above, counted where their model loads and "
+        "matches). The exporters write LayerNormalization themselves from opset 17, so a "
+        "`LayerNorm` count is what no tool folded into a residual; RMSNorm and GELU are written "
+        "out in elementary ops, which the ops here replace. ONNX Runtime parity of every "
+        "fusekit model is checked by the conformance suite, as for attention.",
+        "",
+        "| op | " + " | ".join(LAYER_TOOLS.values()) + " |",
+        "|---|" + "---|" * len(LAYER_TOOLS),
+        *(f"| {op} | " + " | ".join(str(by_tool.get(t, 0)) for t in LAYER_TOOLS) + " |"
+          for op, by_tool in sorted(totals.items())),
+        "",
+        "| fixture | " + " | ".join(LAYER_TOOLS.values()) + " |",
+        "|---|" + "---|" * len(LAYER_TOOLS),
+        *rows,
+        "",
+    ]
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -240,6 +287,8 @@ def main() -> int:
     sets: dict[str, dict] = {}
     reasons = {}
     bf16 = []
+    layer_rows: list[str] = []
+    layer_totals: dict[str, dict[str, int]] = {}
     with tempfile.TemporaryDirectory() as work:
         for fixture in conformance.fixtures():
             stem = fixture["file"].removesuffix(".onnx")
@@ -256,6 +305,9 @@ def main() -> int:
                     continue
                 result = conformance.fuse(cli, conformance.MODELS / fixture["file"], target,
                                           pathlib.Path(work))
+                if target == "ort" and fixture["dtype"] == "float32":
+                    layer_rows.append(layer_row(stem, result, peers["results"].get(stem, {}),
+                                                layer_totals))
                 cells[target] = cell(result.fused, result.blocks)
                 totals[target] += result.fused
                 if target == "onnx":
@@ -326,6 +378,7 @@ def main() -> int:
             *group["rows"],
             "",
         ]
+    out += layer_section(layer_rows, layer_totals)
     out += [
         "## Why the rest did not fuse (fusekit's report)",
         "",

@@ -129,7 +129,8 @@ def measure(fixture: dict, peer: str, work: pathlib.Path,
     if done.returncode != 0 or not target.exists():
         kind = "crash" if done.returncode < 0 else "error"
         return {"error": last_error(done.stderr) or f"exit {done.returncode}", "error_kind": kind}
-    result = {"fused": conformance.fused_ops(onnx.load(str(target)))}
+    written = onnx.load(str(target))
+    result = {"fused": conformance.fused_ops(written), "layer_ops": conformance.layer_ops(written)}
     try:
         conformance.compare(fixture, target, source=source)
         result["matches"] = True

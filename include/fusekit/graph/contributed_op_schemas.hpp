@@ -1,10 +1,12 @@
 // onnx schemas for the ONNX Runtime contrib ops of contributed_ops.hpp. No onnx release defines
 // them, so onnx's checker would fail their nodes (SimplifiedLayerNormalization, which ONNX Runtime
-// registers in the ai.onnx domain) or skip them unchecked (the com.microsoft ops). With
+// registers in the ai.onnx domain, as it does LayerNormalization below opset 17) or skip them
+// unchecked (the com.microsoft ops). With
 // `schemas()` as its schema registry the checker holds each such node to ONNX Runtime's own
 // contract: its inputs, outputs and attributes. The schemas mirror ONNX Runtime 1.23.2's
-// registrations (the newest version of each op); tests/python/test_contributed_op_schemas.py keeps
-// them equal to those of the ONNX Runtime the tests run.
+// registrations (the newest version of each op, or the one below onnx's own);
+// tests/python/test_contributed_op_schemas.py keeps them equal to those of the ONNX Runtime the
+// tests run.
 //
 // Not registered in onnx::OpSchemaRegistry: ONNX Runtime, in the same process, registers its own.
 // No shape inference functions: onnx's shape inference checks these ops' input and output element
@@ -48,6 +50,29 @@ inline const std::vector<onnx::OpSchema>& contributed_op_schemas() {
             .Input(1, "scale", "", "V")
             .Output(0, "Y", "", "V")
             .Output(1, "inv_std_var", "", "U", optional)
+            .Attr("axis", "", INT, int64_t{-1})
+            .Attr("epsilon", "", FLOAT, 1e-5f)
+            .Attr("stash_type", "", INT, int64_t{1})
+            .TypeConstraint(
+                "T", {"tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)"}, "")
+            .TypeConstraint("U", {"tensor(float)", "tensor(double)"}, "")
+            .TypeConstraint(
+                "V", {"tensor(float16)", "tensor(float)", "tensor(double)", "tensor(bfloat16)"},
+                ""));
+
+    // ONNX Runtime's LayerNormalization below opset 17, where onnx has none: the op a decomposed
+    // LayerNorm of an older export becomes for target ort. onnx's own (17) answers from 17 on.
+    add(OpSchema()
+            .SetName("LayerNormalization")
+            .SetDomain(onnx::ONNX_DOMAIN)
+            .SinceVersion(1)
+            .SetSupportLevel(OpSchema::SupportType::EXPERIMENTAL)
+            .Input(0, "X", "", "T")
+            .Input(1, "Scale", "", "V")
+            .Input(2, "B", "", "V", optional)
+            .Output(0, "Y", "", "V")
+            .Output(1, "Mean", "", "U", optional)
+            .Output(2, "InvStdDev", "", "U", optional)
             .Attr("axis", "", INT, int64_t{-1})
             .Attr("epsilon", "", FLOAT, 1e-5f)
             .Attr("stash_type", "", INT, int64_t{1})
@@ -298,13 +323,18 @@ class schema_registry final : public onnx::ISchemaRegistry {
                                   const std::string& domain = onnx::ONNX_DOMAIN) const override {
     const std::string_view wanted =
         domain == onnx::AI_ONNX_DOMAIN ? std::string_view(onnx::ONNX_DOMAIN) : domain;
+    const onnx::OpSchema* onnx_own =
+        onnx::OpSchemaRegistry::Instance()->GetSchema(key, max_inclusive_version, domain);
+    // The newer of the two where both define the op (LayerNormalization: ONNX Runtime's below
+    // 17, onnx's from 17).
     for (const onnx::OpSchema& schema : contributed_op_schemas()) {
       if (schema.Name() == key && schema.domain() == wanted &&
-          schema.since_version() <= max_inclusive_version) {
+          schema.since_version() <= max_inclusive_version &&
+          (onnx_own == nullptr || onnx_own->since_version() < schema.since_version())) {
         return &schema;
       }
     }
-    return onnx::OpSchemaRegistry::Instance()->GetSchema(key, max_inclusive_version, domain);
+    return onnx_own;
   }
 };
 

@@ -172,6 +172,10 @@ constexpr type_rule output_type_rule(op_id op, std::size_t slot) {
   const type_rule rule = detail::type_rules[op];
   if (slot == 0) return rule;
   if (op == *find_known_op("", "Split")) return rule;
+  // The residual norms' output 3 is the sum they normalised, of the input's type.
+  if (slot == 3 && (op == *find_known_op("com.microsoft", "SkipLayerNormalization") ||
+                    op == *find_known_op("com.microsoft", "SkipSimplifiedLayerNormalization")))
+    return type_rule::same_as_input0;
   if (op == *find_known_op("", "TopK") && slot == 1) return type_rule::int64;
   return type_rule::unknown;
 }

@@ -42,16 +42,26 @@ class emitter {
   std::vector<std::string> ops(std::string_view op_type, std::vector<std::string> inputs,
                                const std::vector<build::attr>& attrs = {},
                                std::string_view domain = {}, int outputs = 1) {
+    return ops(op_type, std::move(inputs), attrs, domain, std::vector<bool>(outputs, true));
+  }
+  // The same, writing output k only where `written[k]`: an optional output left "" is one the
+  // op need not compute (SkipLayerNormalization's mean beside the sum it is asked for). The
+  // outputs not written are returned as "".
+  std::vector<std::string> ops(std::string_view op_type, std::vector<std::string> inputs,
+                               const std::vector<build::attr>& attrs, std::string_view domain,
+                               const std::vector<bool>& written) {
     onnx::NodeProto& node = nodes_.emplace_back();
     node.set_op_type(std::string(op_type));
     node.set_domain(std::string(domain));
     node.set_name(names_->fresh(stem_ + "/" + std::string(op_type)));
     for (auto& in : inputs) node.add_input(std::move(in));
     std::vector<std::string> names;
-    for (int k = 0; k < outputs; ++k) {
-      names.push_back(names_->fresh(node.name() + "/out"));
-      node.add_output(names.back());
+    std::size_t listed = 0;  // trailing outputs not written are not listed either
+    for (std::size_t k = 0; k < written.size(); ++k) {
+      names.push_back(written[k] ? names_->fresh(node.name() + "/out") : std::string());
+      if (written[k]) listed = k + 1;
     }
+    for (std::size_t k = 0; k < listed; ++k) node.add_output(names[k]);
     for (const auto& a : attrs) *node.add_attribute() = a.proto;
     if (!domain.empty()) domains_.insert(std::string(domain));
     return names;

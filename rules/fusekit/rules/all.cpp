@@ -15,12 +15,25 @@
 namespace fusekit::rules {
 
 std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
-  return {scaled_dot_product_attention_head_merge_rule(attention),
-          scaled_dot_product_attention_rule(attention)};
+  std::vector<rewrite::any_rule> out = {scaled_dot_product_attention_head_merge_rule(attention),
+                                        scaled_dot_product_attention_rule(attention),
+                                        layer_normalization_rule(attention),
+                                        rms_normalization_rule(attention),
+                                        gelu_rule(attention),
+                                        gelu_tanh_rule(attention)};
+  // A residual folded into a norm, a bias into a GELU (the norms and GELUs of an earlier pass of
+  // the same run, or of the exporter), and CLIP's GELU: ONNX Runtime's ops alone.
+  if (attention.fused_target == target::ort) {
+    out.push_back(skip_layer_normalization_rule());
+    out.push_back(skip_rms_normalization_rule());
+    out.push_back(bias_gelu_rule());
+    out.push_back(quick_gelu_rule());
+  }
+  return out;
 }
 
 std::vector<std::string_view> names() {
-  const attention_options defaults;
+  const attention_options defaults;  // target ort: every rule
   std::vector<std::string_view> out;
   for (const rewrite::any_rule& r : bundled(defaults)) out.push_back(r.name());
   return out;

@@ -1,5 +1,5 @@
-// The bundled rule library: what `fusekit fuse` runs. Each rule is compiled once, in its own
-// translation unit (scaled_dot_product_attention.cpp, scaled_dot_product_attention_head_merge.cpp),
+// The bundled rule library: what `fusekit fuse` runs. Each rule is compiled once, in the
+// translation unit of its family (scaled_dot_product_attention.cpp, layer_normalization.cpp …),
 // and reaches the driver erased (rewrite::any_rule): a program that runs the library does not
 // compile its rules again, and the library's rules build in parallel.
 #pragma once
@@ -19,9 +19,22 @@ rewrite::any_rule scaled_dot_product_attention_rule(const attention_options& att
 rewrite::any_rule scaled_dot_product_attention_head_merge_rule(
     const attention_options&& attention) = delete;
 rewrite::any_rule scaled_dot_product_attention_rule(const attention_options&& attention) = delete;
+rewrite::any_rule layer_normalization_rule(const fusion_options& options);
+rewrite::any_rule rms_normalization_rule(const fusion_options& options);
+rewrite::any_rule gelu_rule(const fusion_options& options);
+rewrite::any_rule gelu_tanh_rule(const fusion_options& options);
+rewrite::any_rule layer_normalization_rule(const fusion_options&& options) = delete;
+rewrite::any_rule rms_normalization_rule(const fusion_options&& options) = delete;
+rewrite::any_rule gelu_rule(const fusion_options&& options) = delete;
+rewrite::any_rule gelu_tanh_rule(const fusion_options&& options) = delete;
+// ONNX Runtime's alone (target ort): ONNX has no op for them.
+rewrite::any_rule skip_layer_normalization_rule();
+rewrite::any_rule skip_rms_normalization_rule();
+rewrite::any_rule bias_gelu_rule();
+rewrite::any_rule quick_gelu_rule();
 
 // The library, in the order the report lists it: the one list that fuse_all runs and whose names
-// the command line accepts.
+// the command line accepts. Target onnx runs the rules whose ops ONNX has.
 std::vector<rewrite::any_rule> bundled(const attention_options& attention);
 std::vector<rewrite::any_rule> bundled(const attention_options&& attention) = delete;
 

@@ -1,18 +1,25 @@
-// What the attention rules are asked for, and what a caller knows that the model does not say.
-// The engine knows nothing of these: they belong to the rule family (rewrite/rule.hpp).
+// What the bundled rules are asked for, and what a caller knows that the model does not say.
+// The engine knows nothing of these: they belong to the rule library (rewrite/rule.hpp).
 #pragma once
 
 #include <cstdint>
 
 namespace fusekit::rules {
 
+// Which runtime's ops every rule of the library writes.
+enum class target : std::uint8_t {
+  ort,   // ONNX Runtime's fused kernels: com.microsoft contrib ops (MultiHeadAttention,
+         // SkipLayerNormalization …) and the ones it registers in ai.onnx
+  onnx,  // standard ops only (ai.onnx Attention, LayerNormalization, Gelu …): any runtime
+};
+
 struct attention_options {
-  enum class target : std::uint8_t {
-    ort,   // com.microsoft contrib ops (MultiHeadAttention …): ONNX Runtime's fused kernels
-    onnx,  // standard ops (ai.onnx Attention, opset 23): any runtime
-  };
+  using target = rules::target;
   target fused_target = target::ort;
   std::int64_t num_heads = 0;  // 0: infer from the model
 };
+
+// The options of every rule of the library: the norm and activation rules read the target alone.
+using fusion_options = attention_options;
 
 }  // namespace fusekit::rules

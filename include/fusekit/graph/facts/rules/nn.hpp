@@ -105,11 +105,13 @@ inline void infer_attention(rule_context& cx, node_id n, std::string_view op) {
 }
 
 // This family's rules, and which answers op (none when the family has no rule for it).
-enum class nn_rule : std::uint8_t { none, same_shape, window, flatten, attention };
+enum class nn_rule : std::uint8_t { none, same_shape, skip_norm, window, flatten, attention };
 inline nn_rule nn_rule_for(std::string_view op) {
   if (in(op, {"Dropout", "LayerNormalization", "RMSNormalization", "SimplifiedLayerNormalization",
-              "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "RotaryEmbedding"}))
+              "RotaryEmbedding", "BiasGelu"}))
     return nn_rule::same_shape;
+  if (in(op, {"SkipLayerNormalization", "SkipSimplifiedLayerNormalization"}))
+    return nn_rule::skip_norm;
   if (in(op, {"Conv", "MaxPool", "AveragePool", "LpPool"})) return nn_rule::window;
   if (op == "Flatten") return nn_rule::flatten;
   if (op == "MultiHeadAttention" || op == "Attention") return nn_rule::attention;
@@ -120,6 +122,11 @@ inline void run_nn_rule(rule_context& cx, node_id n, nn_rule rule) {
     case nn_rule::none:
       return;
     case nn_rule::same_shape:
+      return cx.set(n, 0, cx.in_shape(n, 0));
+    case nn_rule::skip_norm:
+      // Output 3 is the sum the op normalised (input + skip + bias, of input's shape): the
+      // residual stream every later layer reads.
+      if (cx.g.outputs(n).size() > 3 && cx.g.output(n, 3) != no_id) cx.set(n, 3, cx.in_shape(n, 0));
       return cx.set(n, 0, cx.in_shape(n, 0));
     case nn_rule::window:
       return infer_window(cx, n, cx.g.op_type(n));

@@ -1,0 +1,155 @@
+// LayerNorm and RMSNorm written out in elementary ops, each as the one op that computes it.
+//
+//   LayerNorm:  x ─┬─ ReduceMean ─┐
+//                  └──────────── Sub ── d ─┬─ Pow(·, 2) | d·d ── ReduceMean ── Add(·, ε) ── Sqrt ─┐
+//                                          └──────────── Div | ·Reciprocal ─────────────────────┴─
+//               ── Mul(·, γ) ── Add(·, β)? ── y
+//   ==>         x, γ, β? ── LayerNormalization(axis -1, epsilon ε) ── y
+//
+//   RMSNorm:    x ─┬─ Pow(·, 2) | x·x ── ReduceMean ── Add(·, ε) ── Sqrt ─┐
+//                  └──────────────── ·Reciprocal | Div | ·(1 ÷ ·) ───────┴─ Mul(·, w) ── y
+//   ==>         x, w ── SimplifiedLayerNormalization (target ort) | RMSNormalization (target onnx,
+//               opset ≥ 23), axis -1, epsilon ε ── y
+//
+// Both reduce over the last axis only, keeping it (keepdims 1); ε is a constant at least 0; γ, β
+// and w are vectors of the last axis (transformers' Gemma multiplies by 1 + w: any such vector
+// value is the scale). The statistics may run in float32 on a float16 x (torch's `.float()` and
+// converters' float32 islands: Casts in and out, crossed by the pattern), never narrower than x,
+// since the fused ops compute in float32 (stash_type 1); y is of x's type.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fusekit/graph/facts.hpp"
+#include "fusekit/pattern/pattern.hpp"
+#include "fusekit/rewrite/rule.hpp"
+#include "layer_ops.hpp"
+#include "options.hpp"
+
+namespace fusekit::rules {
+
+namespace norm_forms {
+using namespace pattern;
+
+inline constexpr auto mul = [](auto a, auto b) { return commutative(op<"Mul">(a, b)); };
+inline constexpr auto add = [](auto a, auto b) { return commutative(op<"Add">(a, b)); };
+
+// The mean over the last axis, kept: what the norms subtract or divide by broadcasts back.
+inline constexpr auto mean_last = [](auto p) {
+  return op<"ReduceMean">(p, maybe(any())).axes(last_axis).template attr<"keepdims">(1);
+};
+inline constexpr auto square = [](auto p) {
+  return any_of(op<"Pow">(p, constant_scalar<"two">.value(2.0)), mul(p, p));
+};
+// √(mean of squares + ε)
+inline constexpr auto root_mean_square = [](auto p) {
+  return op<"Sqrt">(add(mean_last(square(p)).template bind<"statistics">(),
+                        constant_scalar<"epsilon">.at_least(0)));
+};
+// p ÷ d in the spellings exporters write it
+inline constexpr auto divided = [](auto p, auto d) {
+  return any_of(op<"Div">(p, d), mul(p, op<"Reciprocal">(d)),
+                mul(p, op<"Div">(constant_scalar<"one">.value(1.0), d)));
+};
+inline constexpr auto hidden_vector = [](auto c) {
+  return c.template proven_rank<1>().template same_dim<0, "x", -1>();
+};
+
+inline constexpr auto x = through_casts(capture<"x">);
+inline constexpr auto centred = capture<"centred">(op<"Sub">(x, mean_last(x)));
+inline constexpr auto layer_normed = divided(centred, root_mean_square(capture<"centred">));
+inline constexpr auto rms_normed = divided(x, root_mean_square(x));
+
+}  // namespace norm_forms
+
+// What both rules prove beyond the pattern: the kernels' types, and the statistics computed in
+// x's type or float32 (the fused op's), never narrower.
+inline rewrite::verdict admits_norm(const graph& g, value_id x, node_id statistics, node_id root,
+                                    std::string_view op) {
+  if (auto no = layer::admits_dtype(g, x, op); !no) return no;
+  const dtype computed = g.type(g.output(statistics, 0));
+  if (computed != g.type(x) && computed != dtype::float32)
+    return rewrite::verdict::no(
+        g.describe(statistics) + " runs in " + std::string(dtype_name(computed)) + " on " +
+        std::string(dtype_name(g.type(x))) + " " + pattern::describe_value(g, x) + "; " +
+        std::string(op) + " computes in float32");
+  if (g.type(g.output(root, 0)) != g.type(x))
+    return rewrite::verdict::no(
+        g.describe(root) + " returns " + std::string(dtype_name(g.type(g.output(root, 0)))) +
+        " of " + std::string(dtype_name(g.type(x))) + " " + pattern::describe_value(g, x) + "; " +
+        std::string(op) + " returns x's type");
+  return rewrite::verdict::yes();
+}
+
+// Whether a vector is added to n's output: a β the match rooted at n would leave behind, where
+// the match rooted at that Add takes it.
+inline bool shifted_by_a_vector(const graph& g, node_id n) {
+  for (const use& u : g.consumers(g.output(n, 0)))
+    if (g.op_type(u.node) == "Add" && g.domain(u.node).empty())
+      for (value_id in : g.inputs(u.node))
+        if (in != g.output(n, 0) && facts_of(g).rank(in) == 1) return true;
+  return false;
+}
+
+struct layer_normalization {
+  using options = fusion_options;
+  static constexpr std::string_view name = "layer-normalization";
+  // A LayerNorm is also the RMSNorm of its centred x: where both rules match, this one wins.
+  static constexpr int priority = 1;
+  static constexpr auto pattern = [] {
+    using namespace norm_forms;
+    constexpr auto scaled = mul(through_casts(layer_normed), hidden_vector(capture<"gamma">));
+    return any_of(add(scaled, hidden_vector(capture<"beta">)),
+                  scaled.where("is shifted by no vector (β)", [](const graph& g, node_id n) {
+                    return !shifted_by_a_vector(g, n);
+                  }));
+  }();
+
+  static bool resembles(const graph& g, node_id n) {
+    return layer::reads_op_within(g, n, "Sqrt", 4) && layer::reads_op_within(g, n, "Sub", 4);
+  }
+
+  static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
+    if (auto no = admits_norm(g, get<"x">(m), get<"statistics">(m), m.root(), "LayerNormalization");
+        !no)
+      return no;
+    return layer::admits_opset(g, o.fused_target, "LayerNormalization", 17);
+  }
+
+  static void emit(const graph&, const auto& m, rewrite::emitter& e, const options&) {
+    e.replace_root(e.op("LayerNormalization",
+                        {e.value(get<"x">(m)), e.value(get<"gamma">(m)), e.value(get<"beta">(m))},
+                        {{"axis", -1}, {"epsilon", get<"epsilon">(m)}}));
+  }
+};
+
+struct rms_normalization {
+  using options = fusion_options;
+  static constexpr std::string_view name = "rms-normalization";
+  static constexpr auto pattern = [] {
+    using namespace norm_forms;
+    return mul(through_casts(rms_normed), hidden_vector(capture<"scale">));
+  }();
+
+  static bool resembles(const graph& g, node_id n) {
+    return layer::reads_op_within(g, n, "Sqrt", 4) && layer::reads_op_within(g, n, "ReduceMean", 6);
+  }
+
+  static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
+    const bool ort = o.fused_target == target::ort;
+    const std::string_view op = ort ? "SimplifiedLayerNormalization" : "RMSNormalization";
+    if (auto no = admits_norm(g, get<"x">(m), get<"statistics">(m), m.root(), op); !no) return no;
+    return layer::admits_opset(g, o.fused_target, op, 23);
+  }
+
+  static void emit(const graph&, const auto& m, rewrite::emitter& e, const options& o) {
+    e.replace_root(
+        e.op(o.fused_target == target::ort ? "SimplifiedLayerNormalization" : "RMSNormalization",
+             {e.value(get<"x">(m)), e.value(get<"scale">(m))},
+             {{"axis", -1}, {"epsilon", get<"epsilon">(m)}}));
+  }
+};
+
+}  // namespace fusekit::rules

@@ -1,0 +1,14 @@
+#include "skip_normalization.hpp"
+#include "all.hpp"
+
+namespace fusekit::rules {
+
+rewrite::any_rule skip_layer_normalization_rule() {
+  return rewrite::any_rule::of<skip_layer_normalization>();
+}
+
+rewrite::any_rule skip_rms_normalization_rule() {
+  return rewrite::any_rule::of<skip_rms_normalization>();
+}
+
+}  // namespace fusekit::rules

@@ -1,0 +1,411 @@
+// The rest of a transformer layer: its norms (LayerNorm, RMSNorm, each with the residual before it)
+// and its GELU, in the spellings exporters write, fused by the bundled library; then near misses,
+// each with the reason the report gives. ONNX Runtime parity on the real exports is
+// tests/python/test_conformance.py.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "fusekit/graph/model_builder.hpp"
+#include "fusekit/rules/all.hpp"
+#include "test_support.hpp"
+
+namespace {
+
+using fusekit::dtype;
+using fusekit::model;
+using fusekit::build::model_builder;
+using fusekit::build::value;
+using fusekit::testing::bytes;
+using fusekit::testing::op_types;
+using target = fusekit::rules::target;
+
+fusekit::rules::fusion_options on(target t) {
+  fusekit::rules::fusion_options o;
+  o.fused_target = t;
+  return o;
+}
+
+// "domain.Op(inputs) -> outputs" of every node: what a reader checks a rewrite by.
+std::string nodes_of(const model& m) {
+  std::string out;
+  for (const auto& n : m.proto.graph().node()) {
+    out += (n.domain().empty() ? "" : n.domain() + ".") + n.op_type() + "(";
+    for (int i = 0; i < n.input_size(); ++i) out += (i ? ", " : "") + n.input(i);
+    out += ") -> ";
+    for (int i = 0; i < n.output_size(); ++i) out += (i ? ", " : "") + n.output(i);
+    out += "\n";
+  }
+  return out;
+}
+
+// Runs the named rules (all the library's where none are named); expects nothing to change and
+// returns every near miss, one a line.
+std::string near_misses(model m, std::vector<std::string> rules = {}, target t = target::ort) {
+  const std::string before = bytes(m);
+  const auto report = fusekit::rules::fuse_all(m, {.rules = std::move(rules)}, on(t));
+  EXPECT_EQ(bytes(m), before);
+  EXPECT_TRUE(report.fusions.empty());
+  std::string out;
+  for (const auto& n : report.near_misses) out += n.anchor + ": " + n.reason + "\n";
+  return out;
+}
+
+// ---- GELU ---------------------------------------------------------------------------------------
+
+// The exact GELU as TorchScript writes nn.GELU(): (x·(1 + erf(x/√2)))·0.5, after a Linear's bias.
+struct gelu_spec {
+  dtype type = dtype::float32;
+  int opset = 17;
+  bool tanh = false;  // transformers' NewGELU: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+  double kappa = 0.044715;
+  std::vector<std::int64_t> bias_dims{16};  // empty: no bias
+
+  model build() const {
+    model_builder b(opset);
+    value x = b.input("x", type, {2, "S", 16});
+    if (!bias_dims.empty())
+      x = b.op(
+          "Add",
+          {x, b.initializer("bias", type, bias_dims, std::vector<double>(bias_dims.back(), 0.25))},
+          {}, {.name = "biased"});
+    value y;
+    if (tanh) {
+      auto cube = b.op("Pow", {x, b.scalar(type, 3.0)});
+      auto inner = b.op("Mul", {b.scalar(type, 0.7978845608),
+                                b.op("Add", {x, b.op("Mul", {b.scalar(type, kappa), cube})})});
+      auto cdf = b.op("Add", {b.scalar(type, 1.0), b.op("Tanh", {inner})});
+      y = b.op("Mul", {b.op("Mul", {b.scalar(type, 0.5), x}), cdf}, {}, {.name = "gelu"});
+    } else {
+      auto erf = b.op("Erf", {b.op("Div", {x, b.scalar(type, 1.4142135)})});
+      auto cdf = b.op("Add", {erf, b.scalar(type, 1.0)});
+      y = b.op("Mul", {b.op("Mul", {x, cdf}), b.scalar(type, 0.5)}, {}, {.name = "gelu"});
+    }
+    b.output(y, type, {2, "S", 16});
+    return b.build_model();
+  }
+};
+
+TEST(GeluRules, TheExactGeluAndItsBiasBecomeBiasGelu) {
+  model m = gelu_spec{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m), "com.microsoft.BiasGelu(x, bias) -> gelu\n");
+  ASSERT_EQ(report.fusions.size(), 2u);  // Gelu in the first pass, its bias in the second
+  EXPECT_EQ(report.fusions[0].rule, "gelu");
+  EXPECT_EQ(report.fusions[0].params.dump(), R"({"form":1})");
+  EXPECT_EQ(report.fusions[1].rule, "bias-gelu");
+  EXPECT_TRUE(report.near_misses.empty());
+}
+
+TEST(GeluRules, TheTanhApproximationBecomesFastGeluWithItsBias) {
+  model m = gelu_spec{.tanh = true}.build();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m), "com.microsoft.FastGelu(x, bias) -> gelu\n");
+}
+
+TEST(GeluRules, TargetOnnxWritesGeluTwentyAndLeavesTheBias) {
+  model exact = gelu_spec{.opset = 20}.build();
+  fusekit::rules::fuse_all(exact, {}, on(target::onnx));
+  EXPECT_EQ(nodes_of(exact), "Add(x, bias) -> biased\nGelu(biased) -> gelu\n");
+
+  model approximated = gelu_spec{.opset = 20, .tanh = true, .bias_dims = {}}.build();
+  fusekit::rules::fuse_all(approximated, {}, on(target::onnx));
+  ASSERT_EQ(op_types(approximated), std::vector<std::string>{"Gelu"});
+  EXPECT_EQ(approximated.proto.graph().node(0).attribute(0).s(), "tanh");
+}
+
+TEST(GeluRulesNearMiss, TargetOnnxBeforeOpsetTwenty) {
+  // Gelu came in opset 20; fusekit never raises a model's opset.
+  EXPECT_EQ(near_misses(gelu_spec{.bias_dims = {}}.build(), {"gelu"}, target::onnx),
+            "Mul 'gelu': target onnx needs ai.onnx opset 20 for Gelu; the model imports 17 and "
+            "fusekit does not raise it\n");
+}
+
+TEST(GeluRulesNearMiss, BFloat16HasNoKernelOnTheCpuProvider) {
+  // The fused model must still load where the user runs it.
+  EXPECT_EQ(near_misses(gelu_spec{.type = dtype::bfloat16, .bias_dims = {}}.build(), {"gelu"}),
+            "Mul 'gelu': graph input 'x' is bfloat16, Gelu has no bfloat16 kernel on ONNX "
+            "Runtime's CPU provider\n");
+}
+
+TEST(GeluRulesNearMiss, Float16IsLeftToTheCpuProvidersFloat32) {
+  // Unfused, ONNX Runtime's CPU provider computes these float16 ops in float32; fused, it rounds.
+  EXPECT_EQ(near_misses(gelu_spec{.type = dtype::float16, .bias_dims = {}}.build(), {"gelu"}),
+            "Mul 'gelu': graph input 'x' is float16: ONNX Runtime's CPU provider runs these ops "
+            "of a float16 model in float32, and Gelu would round its output where the model does "
+            "not\n");
+}
+
+TEST(GeluRulesNearMiss, AnotherCubicCoefficientIsNoGelu) {
+  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.05·x³))) approximates nothing FastGelu computes.
+  EXPECT_EQ(
+      near_misses(gelu_spec{.tanh = true, .kappa = 0.05, .bias_dims = {}}.build(), {"gelu-tanh"}),
+      "Mul 'gelu': input 0 of Mul 'Mul_4', input 1 of Add 'Add_5', input 1 of Mul 'Mul_6', "
+      "input 0 of Tanh 'Tanh_8', input 1 of Add 'Add_9', input 1 of Mul 'gelu': constant "
+      "scalar '0.044715' is 0.05, expected 0.044715\n");
+}
+
+TEST(GeluRulesNearMiss, ABiasOfAnotherShapeStaysAnAdd) {
+  // A [1, 16] bias broadcasts as the Add does, not as BiasGelu's vector: Gelu fuses alone.
+  model m = gelu_spec{.bias_dims = {1, 16}}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m), "Add(x, bias) -> biased\ncom.microsoft.Gelu(biased) -> gelu\n");
+  ASSERT_EQ(report.near_misses.size(), 1u);
+  EXPECT_EQ(report.near_misses[0].reason,
+            "input 0 of Add 'biased', input 0 of Gelu 'gelu/Gelu_0': graph input 'x' is not proven "
+            "rank 1: it is [2, S, 16]");
+}
+
+TEST(GeluRules, BloomsFactoredTanhBecomesFastGelu) {
+  // 0.5·x·(1 + tanh(√(2/π)·x·(1 + 0.044715·x·x))), the same polynomial factored.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 16});
+  auto c = [&](double v) { return b.scalar(dtype::float32, v); };
+  auto poly = b.op("Add", {b.op("Mul", {b.op("Mul", {x, c(0.044715)}), x}), c(1.0)});
+  auto inner = b.op("Mul", {b.op("Mul", {x, c(0.7978846)}), poly});
+  auto cdf = b.op("Add", {b.op("Tanh", {inner}), c(1.0)});
+  b.output(b.op("Mul", {b.op("Mul", {x, c(0.5)}), cdf}, {}, {.name = "y"}), dtype::float32);
+  model m = b.build_model();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m), "com.microsoft.FastGelu(x) -> y\n");
+}
+
+TEST(GeluRules, ClipsSigmoidGateBecomesQuickGelu) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 16});
+  auto gate = b.op("Sigmoid", {b.op("Mul", {x, b.scalar(dtype::float32, 1.702)})});
+  b.output(b.op("Mul", {x, gate}, {}, {.name = "y"}), dtype::float32);
+  model m = b.build_model();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m), "com.microsoft.QuickGelu(x) -> y\n");
+  EXPECT_FLOAT_EQ(m.proto.graph().node(0).attribute(0).f(), 1.702F);
+}
+
+TEST(GeluRules, ASiluBecomesQuickGeluOfAlphaOne) {
+  // x·σ(x) is x·σ(α·x) for α 1.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 16});
+  b.output(b.op("Mul", {x, b.op("Sigmoid", {x})}, {}, {.name = "y"}), dtype::float32, {2, 16});
+  model m = b.build_model();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m), "com.microsoft.QuickGelu(x) -> y\n");
+  EXPECT_FLOAT_EQ(m.proto.graph().node(0).attribute(0).f(), 1.0F);
+}
+
+TEST(GeluRulesNearMiss, AGateOfAnotherValueIsNoNearMiss) {
+  // x·σ(g), GLU's gate of another projection, is no activation of x: nothing to report.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 16});
+  auto g = b.input("g", dtype::float32, {2, 16});
+  b.output(b.op("Mul", {x, b.op("Sigmoid", {g})}), dtype::float32, {2, 16});
+  EXPECT_EQ(near_misses(b.build_model()), "");
+}
+
+// ---- LayerNorm and RMSNorm ----------------------------------------------------------------------
+
+// LayerNorm as opset < 17 exports and hand-written models write it:
+//   d = x − mean(x); y = d ÷ √(mean(d²) + ε) · γ + β
+struct layer_norm_spec {
+  int opset = 13;
+  std::int64_t keepdims = 1;
+  std::int64_t axis = -1;
+
+  model build() const {
+    model_builder b(opset);
+    auto x = b.input("x", dtype::float32, {2, "S", 16});
+    auto mean = [&](value v) {
+      if (opset >= 18)
+        return b.op("ReduceMean", {v, b.initializer(dtype::int64, {1}, {double(axis)})},
+                    {{"keepdims", keepdims}});
+      return b.op("ReduceMean", {v},
+                  {{"axes", std::vector<std::int64_t>{axis}}, {"keepdims", keepdims}});
+    };
+    auto d = b.op("Sub", {x, mean(x)});
+    auto variance = mean(b.op("Pow", {d, b.scalar(dtype::float32, 2.0)}));
+    auto sd = b.op("Sqrt", {b.op("Add", {variance, b.scalar(dtype::float32, 1e-5)})});
+    auto scaled = b.op("Mul", {b.op("Div", {d, sd}), b.initializer("gamma", dtype::float32, {16},
+                                                                   std::vector<double>(16, 1.5))});
+    b.output(
+        b.op("Add",
+             {scaled, b.initializer("beta", dtype::float32, {16}, std::vector<double>(16, 0.5))},
+             {}, {.name = "y"}),
+        dtype::float32, {2, "S", 16});
+    return b.build_model();
+  }
+};
+
+TEST(NormRules, ADecomposedLayerNormBecomesLayerNormalization) {
+  model m = layer_norm_spec{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m), "LayerNormalization(x, gamma, beta) -> y\n");
+  const auto& ln = m.proto.graph().node(0);
+  ASSERT_EQ(ln.attribute_size(), 2);
+  EXPECT_EQ(ln.attribute(1).name(), "epsilon");
+  EXPECT_FLOAT_EQ(ln.attribute(1).f(), 1e-5F);
+  EXPECT_TRUE(report.near_misses.empty());
+
+  model eighteen = layer_norm_spec{.opset = 18}.build();  // ReduceMean's axes an input
+  fusekit::rules::fuse_all(eighteen, {}, on(target::onnx));
+  EXPECT_EQ(nodes_of(eighteen), "LayerNormalization(x, gamma, beta) -> y\n");
+}
+
+TEST(NormRulesNearMiss, ALayerNormOverAnotherAxis) {
+  // Normalising each column is no LayerNorm of the last axis.
+  EXPECT_EQ(near_misses(layer_norm_spec{.axis = 1}.build(), {"layer-normalization"}),
+            "Add 'y': input 1 of Sub 'Sub_1', input 0 of Div 'Div_8', input 0 of Mul 'Mul_9', "
+            "input 0 of Add 'y': ReduceMean 'ReduceMean_0': axes = [1], expected the last axis\n");
+}
+
+TEST(NormRulesNearMiss, AMeanNotKept) {
+  // keepdims 0: x − mean broadcasts the means along the wrong axis.
+  EXPECT_EQ(near_misses(layer_norm_spec{.keepdims = 0}.build(), {"layer-normalization"}),
+            "Add 'y': input 1 of Sub 'Sub_1', input 0 of Div 'Div_8', input 0 of Mul 'Mul_9', "
+            "input 0 of Add 'y': ReduceMean 'ReduceMean_0': keepdims = 0, expected 1\n");
+}
+
+TEST(NormRulesNearMiss, TargetOnnxBeforeOpsetSeventeen) {
+  EXPECT_EQ(near_misses(layer_norm_spec{}.build(), {"layer-normalization"}, target::onnx),
+            "Add 'y': target onnx needs ai.onnx opset 17 for LayerNormalization; the model "
+            "imports 13 and fusekit does not raise it\n");
+}
+
+// RMSNorm as transformers' LlamaRMSNorm exports: x.to(float32), x·(1/√(mean(x²) + ε)), back to
+// x's type, times the weight (Gemma's 1 + weight, here `gemma`).
+struct rms_norm_spec {
+  dtype type = dtype::float32;
+  int opset = 17;
+  dtype computed = dtype::float32;  // the statistics' type: the Casts' target
+  bool gemma = false;
+
+  model build() const {
+    model_builder b(opset);
+    auto x = b.input("x", type, {2, "S", 16});
+    auto wide = b.op("Cast", {x}, {{"to", computed}});
+    auto square = b.op("Pow", {wide, b.scalar(computed, 2.0)});
+    auto mean =
+        b.op("ReduceMean", {square}, {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", 1}});
+    auto rms = b.op("Sqrt", {b.op("Add", {mean, b.scalar(computed, 1e-6)})});
+    auto normed = b.op("Mul", {wide, b.op("Reciprocal", {rms})});
+    value weight = b.initializer("weight", type, {16}, std::vector<double>(16, 0.5));
+    if (gemma) weight = b.op("Add", {b.scalar(type, 1.0), weight}, {}, {.name = "one_plus_w"});
+    b.output(b.op("Mul", {weight, b.op("Cast", {normed}, {{"to", type}})}, {}, {.name = "y"}), type,
+             {2, "S", 16});
+    return b.build_model();
+  }
+};
+
+TEST(NormRules, AnRmsNormBecomesSimplifiedLayerNormalization) {
+  model m = rms_norm_spec{}.build();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m), "SimplifiedLayerNormalization(x, weight) -> y\n");
+
+  model gemma = rms_norm_spec{.gemma = true}.build();  // the scale is 1 + weight, computed
+  fusekit::rules::fuse_all(gemma);
+  EXPECT_EQ(nodes_of(gemma),
+            "Add(init_9, weight) -> one_plus_w\nSimplifiedLayerNormalization(x, one_plus_w) -> "
+            "y\n");
+
+  model standard = rms_norm_spec{.opset = 23}.build();
+  fusekit::rules::fuse_all(standard, {}, on(target::onnx));
+  EXPECT_EQ(nodes_of(standard), "RMSNormalization(x, weight) -> y\n");
+}
+
+TEST(NormRulesNearMiss, AFloat16IslandStaysTheCpuProvidersFloat32) {
+  // float32 statistics of float16 x, crossed by the pattern, refused by the dtype policy.
+  EXPECT_EQ(near_misses(rms_norm_spec{.type = dtype::float16}.build(), {"rms-normalization"}),
+            "Mul 'y': graph input 'x' is float16: ONNX Runtime's CPU provider runs these ops of a "
+            "float16 model in float32, and SimplifiedLayerNormalization would round its output "
+            "where the model does not\n");
+}
+
+TEST(NormRulesNearMiss, StatisticsNarrowerThanX) {
+  // float16 statistics of a float32 x: the fused op's float32 would not compute what the model
+  // does.
+  EXPECT_EQ(near_misses(rms_norm_spec{.computed = dtype::float16}.build(), {"rms-normalization"}),
+            "Mul 'y': ReduceMean 'ReduceMean_3' runs in float16 on float32 graph input 'x'; "
+            "SimplifiedLayerNormalization computes in float32\n");
+}
+
+TEST(NormRulesNearMiss, TargetOnnxBeforeOpsetTwentyThree) {
+  EXPECT_EQ(near_misses(rms_norm_spec{}.build(), {"rms-normalization"}, target::onnx),
+            "Mul 'y': target onnx needs ai.onnx opset 23 for RMSNormalization; the model imports "
+            "17 and fusekit does not raise it\n");
+}
+
+// A post-norm residual (BERT): LayerNormalization(Add(Add(MatMul, bias), skip)), the sum read by
+// the next layer when `read_on`.
+struct residual_spec {
+  std::vector<fusekit::build::dim_spec> skip_dims{2, "S", 16};
+  bool read_on = true;
+  bool rms = false;  // SimplifiedLayerNormalization, through LlamaRMSNorm's own-type Cast
+  bool biased = true;
+
+  model build() const {
+    model_builder b(17);
+    auto h = b.input("h", dtype::float32, {2, "S", 16});
+    value x = b.op("MatMul",
+                   {h, b.initializer("w", dtype::float32, {16, 16}, std::vector<double>(256, 0.1))},
+                   {}, {.name = "projected"});
+    if (biased)
+      x = b.op("Add",
+               {x, b.initializer("bias", dtype::float32, {16}, std::vector<double>(16, 0.25))}, {},
+               {.name = "biased"});
+    auto sum = b.op("Add", {x, b.input("skip", dtype::float32, skip_dims)}, {}, {.name = "sum"});
+    auto gamma = b.initializer("gamma", dtype::float32, {16}, std::vector<double>(16, 1.5));
+    value read = sum;
+    value y;
+    if (rms) {
+      read = b.op("Cast", {sum}, {{"to", dtype::float32}}, {.name = "as_float"});
+      y = b.op("SimplifiedLayerNormalization", {read, gamma}, {{"axis", -1}}, {.name = "y"});
+    } else {
+      y = b.op(
+          "LayerNormalization",
+          {sum, gamma, b.initializer("beta", dtype::float32, {16}, std::vector<double>(16, 0.5))},
+          {{"axis", -1}}, {.name = "y"});
+    }
+    b.output(y, dtype::float32, {2, "S", 16});
+    if (read_on) b.output(b.op("Neg", {read}, {}, {.name = "next"}), dtype::float32);
+    return b.build_model();
+  }
+};
+
+TEST(NormRules, AResidualAndItsBiasFoldIntoSkipLayerNormalization) {
+  model m = residual_spec{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m),
+            "MatMul(h, w) -> projected\n"
+            "com.microsoft.SkipLayerNormalization(projected, skip, gamma, beta, bias) -> y, , , "
+            "sum\n"
+            "Neg(sum) -> next\n");
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params.dump(), R"({"bias":true})");
+
+  model last = residual_spec{.read_on = false}.build();  // the sum read by the norm alone
+  fusekit::rules::fuse_all(last);
+  EXPECT_EQ(nodes_of(last),
+            "MatMul(h, w) -> projected\n"
+            "com.microsoft.SkipLayerNormalization(projected, skip, gamma, beta, bias) -> y\n");
+}
+
+TEST(NormRules, AnRmsNormThroughItsCastFoldsTheResidual) {
+  // The next layer reads the Cast's output, the sum by another name: output 3 replaces both.
+  model m = residual_spec{.rms = true, .biased = false}.build();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m),
+            "MatMul(h, w) -> projected\n"
+            "com.microsoft.SkipSimplifiedLayerNormalization(projected, skip, gamma, ) -> y, , , "
+            "as_float\n"
+            "Neg(as_float) -> next\n");
+}
+
+TEST(NormRulesNearMiss, ASkipThatBroadcasts) {
+  // A [1, S, 16] skip (a position embedding) broadcasts over the batch; the fused op adds
+  // element by element.
+  EXPECT_EQ(near_misses(residual_spec{.skip_dims = {1, "S", 16}, .biased = false}.build(),
+                        {"skip-layer-normalization"}),
+            "LayerNormalization 'y': graph input 'skip' is [1, S, 16] and MatMul 'projected' is "
+            "[2, S, 16]: not the same shape, and SkipLayerNormalization broadcasts neither\n");
+}
+
+}  // namespace
