@@ -277,6 +277,7 @@ struct rms_norm_spec {
   int opset = 17;
   dtype computed = dtype::float32;  // the statistics' type: the Casts' target
   bool gemma = false;
+  double epsilon = 1e-6;
 
   model build() const {
     model_builder b(opset);
@@ -285,7 +286,7 @@ struct rms_norm_spec {
     auto square = b.op("Pow", {wide, b.scalar(computed, 2.0)});
     auto mean =
         b.op("ReduceMean", {square}, {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", 1}});
-    auto rms = b.op("Sqrt", {b.op("Add", {mean, b.scalar(computed, 1e-6)})});
+    auto rms = b.op("Sqrt", {b.op("Add", {mean, b.scalar(computed, epsilon)})});
     auto normed = b.op("Mul", {wide, b.op("Reciprocal", {rms})});
     value weight = b.initializer("weight", type, {16}, std::vector<double>(16, 0.5));
     if (gemma) weight = b.op("Add", {b.scalar(type, 1.0), weight}, {}, {.name = "one_plus_w"});
@@ -325,6 +326,15 @@ TEST(NormRulesNearMiss, StatisticsNarrowerThanX) {
   EXPECT_EQ(near_misses(rms_norm_spec{.computed = dtype::float16}.build(), {"rms-normalization"}),
             "Mul 'y': ReduceMean 'ReduceMean_3' runs in float16 on float32 graph input 'x'; "
             "SimplifiedLayerNormalization computes in float32\n");
+}
+
+TEST(NormRulesNearMiss, AnEpsilonNoFloatHolds) {
+  // The fused ops take ε as a float attribute.
+  EXPECT_EQ(near_misses(rms_norm_spec{.computed = dtype::float64, .epsilon = 1e39}.build(),
+                        {"rms-normalization"}),
+            "Mul 'y': input 1 of Add 'Add_5', input 0 of Sqrt 'Sqrt_6', input 0 of Reciprocal "
+            "'Reciprocal_7', input 1 of Mul 'Mul_8', input 0 of Cast 'Cast_9', input 1 of Mul 'y': "
+            "constant scalar 'epsilon' is 1e+39, expected at most 3.4028234663852886e+38\n");
 }
 
 TEST(NormRulesNearMiss, TargetOnnxBeforeOpsetTwentyThree) {

@@ -18,6 +18,7 @@
 // since the fused ops compute in float32 (stash_type 1); y is of x's type.
 #pragma once
 
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -43,10 +44,12 @@ inline constexpr auto mean_last = [](auto p) {
 inline constexpr auto square = [](auto p) {
   return any_of(op<"Pow">(p, constant_scalar<"two">.value(2.0)), mul(p, p));
 };
+// ε becomes a float attribute: any larger would not be one.
+inline constexpr double max_epsilon = std::numeric_limits<float>::max();
 // √(mean of squares + ε)
 inline constexpr auto root_mean_square = [](auto p) {
   return op<"Sqrt">(add(mean_last(square(p)).template bind<"statistics">(),
-                        constant_scalar<"epsilon">.at_least(0)));
+                        constant_scalar<"epsilon">.at_least(0).at_most(max_epsilon)));
 };
 // p ÷ d in the spellings exporters write it
 inline constexpr auto divided = [](auto p, auto d) {
