@@ -105,6 +105,34 @@ TEST(Facts, ReshapeMinusOneDividesTheElementCount) {
   EXPECT_EQ(facts_of(g).shape_text(id(g, z)), "[B·S, 64]");
 }
 
+TEST(Facts, FusedOpsKeepTheShapesLaterRulesProveFrom) {
+  // What a run fused in one pass the next pass reads: the residual stream through a residual
+  // norm's output 3, a layer through grouped attention.
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"B", "S", 64});
+  auto skip = b.input("skip", dtype::float32, {"B", "S", 64});
+  auto gamma = b.input("gamma", dtype::float32, {64});
+  auto norm = b.ops("SkipLayerNormalization", {x, skip, gamma}, {},
+                    {.domain = "com.microsoft", .outputs = 4});
+  auto k = b.input("k", dtype::float32, {"B", "S", 16});
+  auto attention = b.op("GroupQueryAttention",
+                        {norm[0],
+                         k,
+                         k,
+                         {""},
+                         {""},
+                         b.input("past_lengths", dtype::int32, {"B", 1}),
+                         b.input("total_length", dtype::int32, {})},
+                        {{"num_heads", 4}, {"kv_num_heads", 1}}, {.domain = "com.microsoft"});
+  b.output(norm[3]);
+  b.output(attention);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, norm[3])), "[B, S, 64]");
+  EXPECT_EQ(g.type(id(g, norm[3])), dtype::float32);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, attention)), "[B, S, 64]");
+}
+
 TEST(Facts, DimsNothingNamesAreEqualOnlyToThemselves) {
   model_builder b(17);
   auto x = b.input("x", dtype::float32, {2, fusekit::build::dim_spec(std::int64_t(-1)), 8});
@@ -820,14 +848,14 @@ TEST(MalformedNodes, ATransposeWhosePermIsNoPermutationIsUnknown) {
             "schema at opset 17 types it INTS");
 }
 
-// Split-18 reads its sizes from input 1: a `split` attribute left from opset 13 sizes nothing, and a
-// rule reading it would size the outputs wrongly.
+// Split-18 reads its sizes from input 1: a `split` attribute left from opset 13 sizes nothing, and
+// a rule reading it would size the outputs wrongly.
 TEST(MalformedNodes, AnAttributeTheSchemaDoesNotHaveMakesTheNodeUnknown) {
   model_builder b(18);
   auto x = b.input("x", dtype::float32, {2, 6});
-  auto parts = b.ops("Split", {x},
-                     {{"axis", std::int64_t(1)}, {"split", std::vector<std::int64_t>{2, 4}}},
-                     {.name = "halves", .outputs = 2});
+  auto parts =
+      b.ops("Split", {x}, {{"axis", std::int64_t(1)}, {"split", std::vector<std::int64_t>{2, 4}}},
+            {.name = "halves", .outputs = 2});
   for (const auto& v : parts) b.output(v);
   const auto model = b.build();
   const graph g(model);

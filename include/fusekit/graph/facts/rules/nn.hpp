@@ -91,7 +91,7 @@ inline void infer_flatten(rule_context& cx, node_id n) {
 
 // Output 0 of the fused attention ops: the query's batch and sequence, the value's head size.
 // ONNX's Attention (opset 23) of 4-D inputs, and ONNX Runtime's MultiHeadAttention (com.microsoft)
-// of a 3-D query, the value 3-D or split into heads.
+// of a 3-D query, the value 3-D or split into heads, and GroupQueryAttention.
 inline void infer_attention(rule_context& cx, node_id n, std::string_view op) {
   const shape_fact& q = cx.in_shape(n, 0);
   const shape_fact& v = cx.in_shape(n, 2);
@@ -102,6 +102,8 @@ inline void infer_attention(rule_context& cx, node_id n, std::string_view op) {
   }
   if (op == "Attention" && q.rank() == 4 && v.rank() == 4)
     return cx.set(n, 0, {true, {q.dims[0], q.dims[1], q.dims[2], v.dims[3]}});
+  // With k and v its own inputs (not packed into q), its output is q's shape: one head size.
+  if (op == "GroupQueryAttention" && q.rank() == 3 && v.rank() == 3) return cx.set(n, 0, q);
 }
 
 // This family's rules, and which answers op (none when the family has no rule for it).
@@ -114,7 +116,8 @@ inline nn_rule nn_rule_for(std::string_view op) {
     return nn_rule::skip_norm;
   if (in(op, {"Conv", "MaxPool", "AveragePool", "LpPool"})) return nn_rule::window;
   if (op == "Flatten") return nn_rule::flatten;
-  if (op == "MultiHeadAttention" || op == "Attention") return nn_rule::attention;
+  if (op == "MultiHeadAttention" || op == "Attention" || op == "GroupQueryAttention")
+    return nn_rule::attention;
   return nn_rule::none;
 }
 inline void run_nn_rule(rule_context& cx, node_id n, nn_rule rule) {
