@@ -39,8 +39,8 @@ namespace fusekit::rules {
 namespace gelu_forms {
 using namespace pattern;
 
-inline constexpr auto mul = [](auto a, auto b) { return commutative(op<"Mul">(a, b)); };
-inline constexpr auto add = [](auto a, auto b) { return commutative(op<"Add">(a, b)); };
+using layer::add;
+using layer::mul;
 inline constexpr auto x = capture<"x">;
 
 // x·0.5·(1 + f(x)) for 1 + f, twice the normal CDF or its approximation, in the three groupings.

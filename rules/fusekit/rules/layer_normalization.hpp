@@ -34,8 +34,8 @@ namespace fusekit::rules {
 namespace norm_forms {
 using namespace pattern;
 
-inline constexpr auto mul = [](auto a, auto b) { return commutative(op<"Mul">(a, b)); };
-inline constexpr auto add = [](auto a, auto b) { return commutative(op<"Add">(a, b)); };
+using layer::add;
+using layer::mul;
 
 // The mean over the last axis, kept: what the norms subtract or divide by broadcasts back.
 inline constexpr auto mean_last = [](auto p) {

@@ -96,6 +96,14 @@ inline verdict admits_same_shape(const graph& g, value_id x, value_id skip, std:
   return verdict::yes();
 }
 
+// Both operand orders of the commutative ops the decompositions multiply and add with.
+inline constexpr auto mul = [](auto a, auto b) {
+  return pattern::commutative(pattern::op<"Mul">(a, b));
+};
+inline constexpr auto add = [](auto a, auto b) {
+  return pattern::commutative(pattern::op<"Add">(a, b));
+};
+
 // Whether a node of `op_type` computes part of n's inputs within `depth` producers: what makes an
 // anchor of a rule rooted at a common op (Mul, Add) look like the rule's block, so that a failed
 // match there is a near miss worth reporting and one at any other Mul is not.
