@@ -59,6 +59,26 @@ TEST(Selfcheck, GivesALeafTheOneTypeItsOpAdmits) {
   EXPECT_EQ(r.instances.at(0).parity, "ok");
 }
 
+// x + y in either order, or x − y, as one Sum: the any_of and the commutative Add it begins with
+// share an address, and are two choices all the same (both orders of the Add are covered).
+struct difference_as_sum {
+  static constexpr std::string_view name = "difference-as-sum";
+  static constexpr auto pattern = any_of(commutative(op<"Add">(capture<"x">, capture<"y">)),
+                                         op<"Sub">(capture<"x">, capture<"y">))
+                                      .bind<"op">();
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    const std::string y = e.value(get<"y">(m));
+    e.replace_root(e.op("Sum", {e.value(get<"x">(m)), get<"op">(m) == 0 ? y : e.op("Neg", {y})}));
+  }
+};
+
+TEST(Selfcheck, TellsApartChoicesThatShareAnAddress) {
+  const auto r = fusekit::selfcheck::check<difference_as_sum>(with_runtime("difference_as_sum"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  // two branches, two operand orders, two float types, two opsets
+  EXPECT_EQ(r.alternatives, 8u);
+}
+
 // The same pattern fused into GELU: another function, which only ONNX Runtime tells apart.
 struct silu_as_gelu : silu {
   static constexpr std::string_view name = "silu-as-gelu";

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <limits>
@@ -24,6 +25,7 @@
 #include <sstream>
 #include <string>
 #include <string_view>
+#include <system_error>
 #include <vector>
 
 #include <onnx/common/version.h>
@@ -32,6 +34,7 @@
 #include "dit_model.hpp"
 #include "fusekit/rewrite/inline_functions.hpp"
 #include "fusekit/rules/all.hpp"
+#include "fusekit/rules/check_bundled.hpp"
 
 // The build defines it as the CMake project's version; `fusekit --version` prints it.
 #ifndef FUSEKIT_VERSION
@@ -52,6 +55,8 @@ commands:
   inspect   a model's ops, opsets, dtypes and attention blocks, or every value's shape facts
   explain   what each rule made of the blocks around one node, as text and a Graphviz picture
   demo      fuse the bundled sample model (a 2-layer F5-TTS-like DiT in float16) and report
+  selfcheck check each rule from its own pattern: the graphs it accepts fuse and compute the
+            same in ONNX Runtime, and each graph that breaks one of its conditions is refused
 
   fusekit COMMAND --help   the command's arguments and options
   fusekit --version        fusekit's version and the onnx release it is built with
@@ -118,11 +123,31 @@ nothing.
 
   --rules, --target   as for fuse
 )"},
+    {"selfcheck",
+     R"(usage: fusekit selfcheck [--rules LIST|all] [--target ort|onnx] [--cases N] [--seed S]
+                         [--python PY] [--keep DIR]
+
+Checks each rule from its own pattern, under each target it emits for (or the one --target
+names). It writes a graph for every alternative the pattern holds (each branch of a choice, both
+operand orders, optional ops present and absent, each float type and opset) and N random ones;
+each must fuse and, run in ONNX Runtime, compute what it replaced. Then, for each condition of
+the pattern, a graph that breaks that condition alone: it must not fuse, and its near miss must
+name the condition. One line per rule and target, and a line for each failure.
+
+  --rules LIST|all   as for fuse
+  --target ort|onnx  check this target only
+  --cases N          random instances beyond those that cover every alternative (default 4)
+  --seed S           their seed (default 1): the same seed writes the same graphs
+  --python PY        a Python with onnxruntime and numpy, to run the graphs (default python3
+                     where it has both; without one, parity is not checked and the report
+                     says so)
+  --keep DIR         write every graph, its fused form and the parity script under DIR
+)"},
 };
 
 inline constexpr std::string_view exit_codes = R"(
-exit codes: 0 done; 1 the model could not be read, fused or written (nothing is written);
-            2 the command line is wrong
+exit codes: 0 done; 1 the model could not be read, fused or written (nothing is written), or
+            a rule failed its selfcheck; 2 the command line is wrong
 )";
 
 // The page of `command`, or the overview where it names none.
@@ -143,7 +168,23 @@ struct arguments {
   fusekit::rewrite::options options;
   fusekit::rules::attention_options attention;
   bool dry_run = false, quiet = false, shapes = false, json = false;
+  bool target_given = false;
+  // selfcheck's
+  std::optional<std::size_t> cases;
+  std::optional<std::uint64_t> seed;
+  std::string python, keep;
 };
+
+// A count or seed on the command line: digits only, within range.
+inline std::uint64_t unsigned_flag(const std::string& flag, const std::string& n,
+                                   std::uint64_t most) {
+  std::uint64_t out = 0;
+  const auto [end, ec] = std::from_chars(n.data(), n.data() + n.size(), out);
+  if (n.empty() || ec != std::errc() || end != n.data() + n.size() || out > most)
+    throw usage_error(flag + " needs an integer from 0 to " + std::to_string(most) + ", not '" + n +
+                      "'");
+  return out;
+}
 
 inline std::vector<std::string> split(const std::string& list) {
   std::vector<std::string> out;
@@ -191,6 +232,7 @@ inline arguments parse(int argc, char** argv) {
       if (target != "ort" && target != "onnx") throw usage_error("--target is ort or onnx");
       using target_op = fusekit::rules::attention_options::target;
       a.attention.fused_target = target == "onnx" ? target_op::onnx : target_op::ort;
+      a.target_given = true;
     } else if (flag == "--num-heads") {
       const std::string& n = value();
       char* end = nullptr;
@@ -201,6 +243,14 @@ inline arguments parse(int argc, char** argv) {
       if (*end != '\0' || errno == ERANGE || a.attention.num_heads <= 0 ||
           a.attention.num_heads > std::numeric_limits<std::int32_t>::max())
         throw usage_error("--num-heads needs a positive integer below 2^31, not '" + n + "'");
+    } else if (flag == "--cases") {
+      a.cases = unsigned_flag(flag, value(), 100000);
+    } else if (flag == "--seed") {
+      a.seed = unsigned_flag(flag, value(), std::numeric_limits<std::uint64_t>::max());
+    } else if (flag == "--python") {
+      a.python = value();
+    } else if (flag == "--keep") {
+      a.keep = value();
     } else if (flag == "--explain") {
       a.options.explain = true;
     } else if (flag == "--dry-run") {
@@ -218,6 +268,8 @@ inline arguments parse(int argc, char** argv) {
     }
   }
   if (a.json && !a.shapes) throw usage_error("--json needs --shapes");
+  if (a.command != "selfcheck" && (a.cases || a.seed || !a.python.empty() || !a.keep.empty()))
+    throw usage_error("--cases, --seed, --python and --keep are selfcheck's");
   return a;
 }
 
@@ -623,6 +675,60 @@ inline int demo(const arguments& a) {
   return 0;
 }
 
+// Whether `python` runs ONNX Runtime: the selfcheck's judge of parity.
+inline bool runs_onnxruntime(const std::string& python) {
+  const std::string probe = "\"" + python + "\" -c \"import onnxruntime, numpy\" > /dev/null 2>&1";
+  return std::system(probe.c_str()) == 0;
+}
+
+inline int selfcheck(const arguments& a) {
+  if (!a.input.empty()) throw usage_error("selfcheck takes no model, it writes its own");
+  fusekit::selfcheck::options o;
+  if (a.cases) o.cases = *a.cases;
+  if (a.seed) o.seed = *a.seed;
+  o.python = a.python.empty() ? "python3" : a.python;
+  if (!runs_onnxruntime(o.python)) {
+    if (!a.python.empty())
+      throw fusekit::error("--python " + a.python + " cannot import onnxruntime and numpy");
+    std::cout << "fusekit selfcheck: no python3 with onnxruntime and numpy here: instances are "
+                 "fused and mutants refused, but parity with ONNX Runtime is not checked\n";
+    o.python.clear();
+  }
+  // The graphs go to --keep, or to a folder of their own that is removed afterwards.
+  std::optional<std::filesystem::path> scratch;
+  if (!a.keep.empty()) {
+    o.write_to = a.keep;
+  } else if (!o.python.empty()) {
+    std::string name =
+        (std::filesystem::temp_directory_path() / "fusekit-selfcheck-XXXXXX").string();
+    if (!mkdtemp(name.data()))
+      throw fusekit::error(std::string("cannot make a scratch folder: ") + std::strerror(errno),
+                           {.file = name});
+    scratch = o.write_to = name;
+  }
+  struct remove_scratch {
+    const std::optional<std::filesystem::path>& path;
+    ~remove_scratch() {
+      std::error_code ignored;
+      if (path) std::filesystem::remove_all(*path, ignored);
+    }
+  } cleanup{scratch};
+  std::vector<fusekit::rules::target> targets{fusekit::rules::target::ort,
+                                              fusekit::rules::target::onnx};
+  if (a.target_given) targets = {a.attention.fused_target};
+  std::size_t failed = 0, checked = 0;
+  for (const auto& r : fusekit::rules::check_bundled(o, a.options.rules, targets)) {
+    std::cout << r.to_table() << std::flush;
+    failed += !r.ok();
+    ++checked;
+  }
+  if (failed) {
+    std::cerr << "fusekit: " << failed << " of " << checked << " rule checks failed\n";
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace detail
 
 // Runs the command line argv[1..argc) as the fusekit executable does: prints to std::cout and
@@ -646,6 +752,7 @@ inline int run(int argc, char** argv) {
     if (a.command == "inspect") return inspect(a);
     if (a.command == "explain") return explain(a);
     if (a.command == "demo") return demo(a);
+    if (a.command == "selfcheck") return selfcheck(a);
     throw usage_error("unknown command '" + a.command + "'");
   } catch (const usage_error& e) {
     std::cerr << "fusekit: " << e.what() << "\n" << help(command);

@@ -124,6 +124,10 @@ TEST(GeluRule, Selfcheck) {
       {.write_to = std::filesystem::path(FUSEKIT_BINARY_DIR) / "selfcheck" / "gelu",
        .python = FUSEKIT_PYTHON});
   EXPECT_TRUE(result.ok()) << result.to_table();
+  // the line the pattern README quotes
+  EXPECT_EQ(result.to_table(),
+            "gelu-erf: ok; 39 of 39 instances fused, 61 of 61 alternatives covered; parity with "
+            "ONNX Runtime 39 of 39; 13 mutants: 13 refused and named\n");
 }
 
 }  // namespace

@@ -19,9 +19,10 @@ exit_code() { "$@" >out.txt 2>err.txt; echo $?; }
 check "help exits 0" test "$(exit_code "$fusekit" --help)" = 0
 check "help: the overview" test "$(head -n 1 out.txt)" = "usage: fusekit COMMAND ARGS..."
 check "help lists the commands" test "$(grep -c -e "^  fuse  " -e "^  inspect  " \
-  -e "^  explain  " -e "^  demo  " out.txt)" = 4
+  -e "^  explain  " -e "^  demo  " -e "^  selfcheck " out.txt)" = 5
 check "help lists exit codes" grep -qx \
-  "exit codes: 0 done; 1 the model could not be read, fused or written (nothing is written);" out.txt
+  "exit codes: 0 done; 1 the model could not be read, fused or written (nothing is written), or" \
+  out.txt
 # Each command's own page: its usage first, its options, the exit codes.
 page() {  # page COMMAND "FIRST LINE" "AN OPTION'S LINE"
   check "$1 --help exits 0" test "$(exit_code "$fusekit" "$1" --help)" = 0
@@ -39,6 +40,9 @@ page explain "usage: fusekit explain IN.onnx --node NAME [--dot FILE] [--rules L
   "  --node NAME   the node, by its name"
 page demo "usage: fusekit demo [--rules LIST|all] [--target ort|onnx]" \
   "  --rules, --target   as for fuse"
+page selfcheck \
+  "usage: fusekit selfcheck [--rules LIST|all] [--target ort|onnx] [--cases N] [--seed S]" \
+  "  --target ort|onnx  check this target only"
 check "-h is --help" test "$(exit_code "$fusekit" inspect model.onnx -h)" = 0
 check "-h anywhere after the command gives its page" \
   test "$(head -n 1 out.txt)" = "usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx] [--num-heads N]"
@@ -401,6 +405,30 @@ refused "unknown rule" 2 "fusekit: unknown rule 'nope'" \
 refused "unknown command" 2 "fusekit: unknown command 'frob'" frob
 refused "no command" 2 "fusekit: no command"
 refused "demo with a model" 2 "fusekit: demo takes no model, it has its own" demo extra
+refused "selfcheck with a model" 2 "fusekit: selfcheck takes no model, it writes its own" \
+  selfcheck good.onnx
+for n in -1 abc 100001 ''; do
+  refused "--cases '$n'" 2 "fusekit: --cases needs an integer from 0 to 100000, not '$n'" \
+    selfcheck --cases "$n"
+done
+refused "a selfcheck flag elsewhere" 2 "fusekit: --cases, --seed, --python and --keep are selfcheck's" \
+  fuse good.onnx -o bad_out.onnx --seed 3
+refused "--python without ONNX Runtime" 1 \
+  "fusekit: --python /bin/false cannot import onnxruntime and numpy" selfcheck --python /bin/false
+
+# selfcheck: one line per rule and target, the graphs kept where asked, the same seed the same run.
+check "selfcheck exits 0" test "$(exit_code "$fusekit" selfcheck --rules quick-gelu,gelu \
+  --python "$python" --keep kept --seed 7)" = 0
+check "selfcheck: a line per rule and target" test "$(grep -c ": ok; " out.txt)" = 3
+check "selfcheck: target onnx has no QuickGelu" test "$(grep -c "^quick-gelu --target" out.txt)" = 1
+check "selfcheck: parity checked" grep -q "^gelu --target onnx: ok; .* parity with ONNX Runtime \([0-9]*\) of \1;" out.txt
+check "selfcheck: the graphs kept" test -s kept/gelu-onnx/instance_0.fused.onnx -a -s kept/gelu-onnx/parity.txt
+mv out.txt first.txt
+mkdir scratch
+TMPDIR=$PWD/scratch "$fusekit" selfcheck --rules quick-gelu,gelu --python "$python" --seed 7 \
+  >out.txt 2>err.txt
+check "selfcheck: the same seed writes the same graphs" cmp -s first.txt out.txt
+check "selfcheck: its scratch folder removed" test -z "$(ls scratch)"
 
 check "demo exits 0" test "$(exit_code "$fusekit" demo)" = 0
 check "demo fuses both blocks" grep -q "scaled-dot-product-attention-head-merge: 2 fused" out.txt

@@ -76,6 +76,9 @@ cd "$work"
 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python/test_package.py"
 bash "$root/tests/cli/test_cli.sh" "$work/venv/bin/fusekit" "$root/examples/models/dit_sample.onnx" \
   "$work/venv/bin/python" "$work/cli" "$onnx_version"
+# Its selfcheck runs ONNX Runtime with the package's own Python, unasked.
+"$work/venv/bin/fusekit" selfcheck --rules quick-gelu >"$work/selfcheck.txt"
+grep -q "^quick-gelu --target ort: ok; .* parity with ONNX Runtime [0-9]" "$work/selfcheck.txt"
 
 step "beside the newest onnx and onnxruntime"
 rm -rf "$work/newest"

@@ -25,6 +25,7 @@
 #include <array>
 #include <cctype>
 #include <cmath>
+#include <compare>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -37,6 +38,8 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <typeindex>
+#include <typeinfo>
 #include <utility>
 #include <vector>
 
@@ -59,7 +62,7 @@ struct options {
   std::uint64_t seed = 1;
   // Bounds on the work for a large pattern: instances written to cover its alternatives, and leaf
   // shapes tried for each (an alternative they leave unfused is reported as not covered).
-  std::size_t cover_rounds = 128;
+  std::size_t cover_rounds = 512;
   std::size_t shape_tries = 64;
   // The shape of each leaf input, unless the pattern asks for another rank.
   std::vector<std::int64_t> shape{2, 3, 8};
@@ -159,6 +162,14 @@ struct point {
   std::string label;
 };
 
+// A choice point: a pattern node, by address and type. The address alone is not one: a pattern
+// shares its address with its first member (optional_op(any_of(commutative(…), …)): three points).
+struct point_key {
+  const void* at;
+  std::type_index type;
+  auto operator<=>(const point_key&) const = default;
+};
+
 class planner {
  public:
   explicit planner(std::uint64_t seed) : random_(seed) {}
@@ -173,7 +184,9 @@ class planner {
     novel_ = false;
   }
 
-  int choose(const void* where, std::size_t alternatives, const std::string& label) {
+  template <class P>
+  int choose(const P* at, std::size_t alternatives, const std::string& label) {
+    const point_key where{at, typeid(P)};
     points_.try_emplace(where, point{alternatives, label});
     int pick = 0;
     if (mode_ == mode::replay) {
@@ -204,7 +217,7 @@ class planner {
   }
 
   const std::vector<int>& sequence() const { return sequence_; }
-  const std::vector<std::pair<const void*, int>>& taken() const { return taken_; }
+  const std::vector<std::pair<point_key, int>>& taken() const { return taken_; }
 
   void fused() {
     for (const auto& t : taken_) covered_.insert(t);
@@ -252,7 +265,7 @@ class planner {
  private:
   static constexpr int tries_per_alternative = 3;
 
-  bool wanted(const void* where, int k) const {
+  bool wanted(const point_key& where, int k) const {
     const auto key = std::pair{where, k};
     if (covered_.contains(key)) return false;
     const auto f = failures_.find(key);
@@ -267,11 +280,11 @@ class planner {
   std::vector<int> replay_;
   bool novel_ = false;  // whether this round took its one new alternative
   std::vector<int> sequence_;
-  std::vector<std::pair<const void*, int>> taken_;
-  std::map<const void*, point> points_;
-  std::set<std::pair<const void*, int>> covered_;
-  std::map<std::pair<const void*, int>, int> failures_;
-  std::map<std::pair<const void*, int>, std::string> last_refusal_;
+  std::vector<std::pair<point_key, int>> taken_;
+  std::map<point_key, point> points_;
+  std::set<std::pair<point_key, int>> covered_;
+  std::map<std::pair<point_key, int>, int> failures_;
+  std::map<std::pair<point_key, int>, std::string> last_refusal_;
 };
 
 // ---- building one instance
@@ -718,12 +731,13 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     }
     while (!args.empty() && args.back().name.empty()) args.pop_back();
     if (parts.has_axes) {
+      // Input 1 is the axes' own, whatever the pattern wrote there (maybe(any()), as the pattern
+      // README asks): the attribute before the op's opset took them as an input, that input after.
+      args.resize(1);
       if (axes_as_input(Spec::name, s.opset)) {
-        args.resize(std::max<std::size_t>(args.size(), 1));
-        args.insert(
-            args.begin() + 1,
-            s.b.initializer(s.fresh("axes"), dtype::int64, {std::int64_t(parts.axes.size())},
-                            std::vector<double>(parts.axes.begin(), parts.axes.end())));
+        args.push_back(s.b.initializer(s.fresh("axes"), dtype::int64,
+                                       {std::int64_t(parts.axes.size())},
+                                       std::vector<double>(parts.axes.begin(), parts.axes.end())));
       } else {
         parts.attrs.emplace_back("axes", parts.axes);
       }
@@ -872,7 +886,9 @@ for line in (root / "pairs.txt").read_text().splitlines():
     name, fused = line.split("\t")
     try:
         rng = np.random.default_rng(0)
-        session = ort.InferenceSession(str(root / name), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        session = ort.InferenceSession(str(root / name), options, providers=["CPUExecutionProvider"])
         feeds = {}
         for i in session.get_inputs():
             shape = [d if isinstance(d, int) else 2 for d in i.shape]

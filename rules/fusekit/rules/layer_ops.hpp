@@ -39,10 +39,12 @@ namespace fusekit::rules::layer {
 
 using rewrite::verdict;
 
-// float32, the one element type fused here (above: why not float16 or bfloat16).
+// The one element type fused here (above: why not float16 or bfloat16).
+inline constexpr dtype fused_type = dtype::float32;
+
 inline verdict admits_dtype(const graph& g, value_id x, std::string_view op) {
   const dtype t = g.type(x);
-  if (t == dtype::float32) return verdict::yes();
+  if (t == fused_type) return verdict::yes();
   if (t == dtype::float16)
     return verdict::no(pattern::describe_value(g, x) +
                        " is float16: ONNX Runtime's CPU provider "

@@ -13,6 +13,8 @@ enum class target : std::uint8_t {
   onnx,  // standard ops only (ai.onnx Attention, LayerNormalization, Gelu …): any runtime
 };
 
+inline constexpr target every_target[] = {target::ort, target::onnx};
+
 struct attention_options {
   using target = rules::target;
   target fused_target = target::ort;

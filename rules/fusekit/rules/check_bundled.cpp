@@ -1,0 +1,80 @@
+#include "check_bundled.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <type_traits>
+
+#include "all.hpp"
+#include "gelu.hpp"
+#include "layer_normalization.hpp"
+#include "scaled_dot_product_attention.hpp"
+#include "skip_normalization.hpp"
+
+namespace fusekit::rules {
+
+namespace {
+
+struct checked {
+  std::string_view name;
+  std::function<selfcheck::result(const selfcheck::options&, target)> run;
+  bool both_targets;      // else target ort alone: ONNX has no op for it
+  bool layer_dtype_only;  // the layer ops' one element type (layer_ops.hpp)
+};
+
+template <class R>
+selfcheck::result with_target(const selfcheck::options& o, target to) {
+  if constexpr (std::is_same_v<rewrite::options_of<R>, rewrite::no_options>) {
+    return selfcheck::check<R>(o);
+  } else {
+    rewrite::options_of<R> own;
+    own.fused_target = to;
+    return selfcheck::check<R>(o, own);
+  }
+}
+
+template <class R>
+checked rule(bool both_targets, bool layer_dtype_only) {
+  return {R::name, &with_target<R>, both_targets, layer_dtype_only};
+}
+
+}  // namespace
+
+std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
+                                             std::span<const std::string> only,
+                                             std::span<const target> targets) {
+  const checked library[] = {
+      rule<scaled_dot_product_attention_head_merge>(true, false),
+      rule<scaled_dot_product_attention>(true, false),
+      rule<layer_normalization>(true, true),
+      rule<rms_normalization>(true, true),
+      rule<gelu>(true, true),
+      rule<gelu_tanh>(true, true),
+      rule<skip_layer_normalization>(false, true),
+      rule<skip_rms_normalization>(false, true),
+      rule<bias_gelu>(false, true),
+      rule<quick_gelu>(false, true),
+  };
+  std::vector<selfcheck::result> out;
+  for (const checked& c : library) {
+    if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
+    for (const target to : targets) {
+      if (to == target::onnx && !c.both_targets) continue;
+      const std::string label =
+          std::string(c.name) + (to == target::onnx ? " --target onnx" : " --target ort");
+      selfcheck::options here = o;
+      if (c.layer_dtype_only) here.types = {layer::fused_type};
+      // Target onnx writes ops of opsets up to 23 (Attention, RMSNormalization): its instances
+      // import 23, where every op it emits exists.
+      if (to == target::onnx) here.opsets = {23};
+      if (!o.write_to.empty())
+        here.write_to =
+            o.write_to / (std::string(c.name) + (to == target::onnx ? "-onnx" : "-ort"));
+      selfcheck::result r = c.run(here, to);
+      r.rule = label;
+      out.push_back(std::move(r));
+    }
+  }
+  return out;
+}
+
+}  // namespace fusekit::rules

@@ -1,0 +1,22 @@
+// The library's rules, each checked from its own pattern (fusekit/rewrite/selfcheck.hpp says how):
+// what `fusekit selfcheck` runs and CI runs on every rule. Compiled in a library of its own,
+// fusekit::rules_selfcheck, so that a program that only fuses does not build the generator.
+#pragma once
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fusekit/rewrite/selfcheck.hpp"
+#include "options.hpp"
+
+namespace fusekit::rules {
+
+// Each rule of `only` (every rule where it is empty) under each of `targets` it emits for; a
+// result's rule reads "gelu --target onnx". With options::write_to, each rule and target writes its
+// models to a folder of its own below it, named as the result.
+std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
+                                             std::span<const std::string> only = {},
+                                             std::span<const target> targets = every_target);
+
+}  // namespace fusekit::rules
