@@ -22,6 +22,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -713,9 +714,10 @@ inline int selfcheck(const arguments& a) {
       if (path) std::filesystem::remove_all(*path, ignored);
     }
   } cleanup{scratch};
-  std::vector<fusekit::rules::target> targets{fusekit::rules::target::ort,
-                                              fusekit::rules::target::onnx};
-  if (a.target_given) targets = {a.attention.fused_target};
+  const fusekit::rules::target named[] = {a.attention.fused_target};
+  const std::span<const fusekit::rules::target> targets =
+      a.target_given ? std::span<const fusekit::rules::target>(named)
+                     : std::span<const fusekit::rules::target>(fusekit::rules::every_target);
   std::size_t failed = 0, checked = 0;
   for (const auto& r : fusekit::rules::check_bundled(o, a.options.rules, targets)) {
     std::cout << r.to_table() << std::flush;

@@ -1,7 +1,6 @@
 #include "check_bundled.hpp"
 
 #include <algorithm>
-#include <functional>
 #include <type_traits>
 
 #include "all.hpp"
@@ -16,7 +15,7 @@ namespace {
 
 struct checked {
   std::string_view name;
-  std::function<selfcheck::result(const selfcheck::options&, target)> run;
+  selfcheck::result (*run)(const selfcheck::options&, target);
   bool both_targets;      // else target ort alone: ONNX has no op for it
   bool layer_dtype_only;  // the layer ops' one element type (layer_ops.hpp)
 };
@@ -59,18 +58,16 @@ std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     for (const target to : targets) {
       if (to == target::onnx && !c.both_targets) continue;
-      const std::string label =
-          std::string(c.name) + (to == target::onnx ? " --target onnx" : " --target ort");
+      const std::string_view target_name = to == target::onnx ? "onnx" : "ort";
       selfcheck::options here = o;
       if (c.layer_dtype_only) here.types = {layer::fused_type};
       // Target onnx writes ops of opsets up to 23 (Attention, RMSNormalization): its instances
       // import 23, where every op it emits exists.
       if (to == target::onnx) here.opsets = {23};
       if (!o.write_to.empty())
-        here.write_to =
-            o.write_to / (std::string(c.name) + (to == target::onnx ? "-onnx" : "-ort"));
+        here.write_to = o.write_to / (std::string(c.name) + "-" + std::string(target_name));
       selfcheck::result r = c.run(here, to);
-      r.rule = label;
+      r.rule = std::string(c.name) + " --target " + std::string(target_name);
       out.push_back(std::move(r));
     }
   }

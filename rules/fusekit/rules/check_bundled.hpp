@@ -1,6 +1,6 @@
 // The library's rules, each checked from its own pattern (fusekit/rewrite/selfcheck.hpp says how):
-// what `fusekit selfcheck` runs and CI runs on every rule. Compiled in a library of its own,
-// fusekit::rules_selfcheck, so that a program that only fuses does not build the generator.
+// what `fusekit selfcheck` runs. Compiled in a library of the tool's own, fusekit_rules_selfcheck,
+// so that a program that only fuses does not build the generator.
 #pragma once
 
 #include <span>
