@@ -69,7 +69,8 @@ struct command_help {
 
 inline constexpr command_help command_pages[] = {
     {"fuse", R"(usage: fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--target ort|onnx]
-                    [--num-heads N] [--report R.json] [--explain] [--dry-run] [--quiet]
+                    [--provider cpu|cuda] [--num-heads N] [--report R.json] [--explain]
+                    [--dry-run] [--quiet]
 
 Rewrites every block a rule matches and reports, per rule, what fused (scale, heads, casts
 removed) and each near miss with the reason it did not fuse. OUT.onnx is replaced only once
@@ -81,6 +82,9 @@ everything succeeded; external data stays valid.
                          SkipLayerNormalization … (default); onnx: standard ops only, ai.onnx
                          Attention (opset 23), LayerNormalization (17), Gelu (20),
                          RMSNormalization (23), each where the model imports that opset
+  --provider cpu|cuda    target ort: the execution provider that runs the model, where a fused
+                         form pays on one and costs on the other (default cpu; a residual sum
+                         read on folds into SkipLayerNormalization for cuda alone)
   --num-heads N          the head count, where the model does not say it
   --report R.json        the report as JSON too
   --explain              report every anchor each rule tried, not only near misses
@@ -88,14 +92,15 @@ everything succeeded; external data stays valid.
   --quiet                no report on stdout, no progress on stderr
 )"},
     {"inspect",
-     R"(usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx] [--num-heads N]
+     R"(usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx]
+                      [--provider cpu|cuda] [--num-heads N]
        fusekit inspect IN.onnx --shapes [--json]
 
 Prints the model's IR version, opsets, op histogram and value dtypes over every graph, its
 attention-like blocks (the Softmax nodes), every rule's name and what fuse with these options
 would report; the model is not changed.
 
-  --rules, --target, --num-heads   as for fuse
+  --rules, --target, --provider, --num-heads   as for fuse
   --shapes   instead, every value's facts: dtype, dims and the folded contents of small tensors,
              one line each; subgraph values as GRAPH/VALUE; the bodies of model-local functions
              inlined at each call, as CALL/VALUE_k
@@ -106,7 +111,7 @@ would report; the model is not changed.
              non-finite reals as "inf", "-inf", "nan"
 )"},
     {"explain", R"(usage: fusekit explain IN.onnx --node NAME [--dot FILE] [--rules LIST|all]
-                       [--target ort|onnx] [--num-heads N]
+                       [--target ort|onnx] [--provider cpu|cuda] [--num-heads N]
 
 Says what each rule made of the blocks through the main-graph node NAME: the fusion it is part
 of, or each near miss with the node and condition that stopped it.
@@ -114,15 +119,15 @@ of, or each near miss with the node and condition that stopped it.
   --node NAME   the node, by its name
   --dot FILE    a Graphviz picture of the nodes around it: matched nodes green, the failing
                 node red
-  --rules, --target, --num-heads   as for fuse
+  --rules, --target, --provider, --num-heads   as for fuse
 )"},
-    {"demo", R"(usage: fusekit demo [--rules LIST|all] [--target ort|onnx]
+    {"demo", R"(usage: fusekit demo [--rules LIST|all] [--target ort|onnx] [--provider cpu|cuda]
 
 Fuses the bundled sample model, examples/models/dit_sample.onnx (a 2-layer F5-TTS-like DiT in
 float16: RoPE on q and k, cast-wrapped softmax, scale 100), and prints the report. It writes
 nothing.
 
-  --rules, --target   as for fuse
+  --rules, --target, --provider   as for fuse
 )"},
     {"selfcheck",
      R"(usage: fusekit selfcheck [--rules LIST|all] [--target ort|onnx] [--cases N] [--seed S]
@@ -169,7 +174,7 @@ struct arguments {
   fusekit::rewrite::options options;
   fusekit::rules::attention_options attention;
   bool dry_run = false, quiet = false, shapes = false, json = false;
-  bool target_given = false;
+  bool target_given = false, provider_given = false;
   // selfcheck's
   std::optional<std::size_t> cases;
   std::optional<std::uint64_t> seed;
@@ -234,6 +239,12 @@ inline arguments parse(int argc, char** argv) {
       using target_op = fusekit::rules::attention_options::target;
       a.attention.fused_target = target == "onnx" ? target_op::onnx : target_op::ort;
       a.target_given = true;
+    } else if (flag == "--provider") {
+      const std::string& provider = value();
+      if (provider != "cpu" && provider != "cuda") throw usage_error("--provider is cpu or cuda");
+      a.attention.runs_on =
+          provider == "cuda" ? fusekit::rules::provider::cuda : fusekit::rules::provider::cpu;
+      a.provider_given = true;
     } else if (flag == "--num-heads") {
       const std::string& n = value();
       char* end = nullptr;
@@ -271,6 +282,10 @@ inline arguments parse(int argc, char** argv) {
   if (a.json && !a.shapes) throw usage_error("--json needs --shapes");
   if (a.command != "selfcheck" && (a.cases || a.seed || !a.python.empty() || !a.keep.empty()))
     throw usage_error("--cases, --seed, --python and --keep are selfcheck's");
+  if (a.provider_given && a.command == "selfcheck")
+    throw usage_error("--provider is for fuse, inspect, explain and demo");
+  if (a.provider_given && a.attention.fused_target != fusekit::rules::target::ort)
+    throw usage_error("--provider names an ONNX Runtime execution provider: it needs --target ort");
   return a;
 }
 

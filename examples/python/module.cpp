@@ -46,10 +46,12 @@ auto guarded(F&& f) -> decltype(f()) {
 // The run options as the command line reads them, so that they are checked the same way and a
 // mistake is told in the same words.
 fusekit::cli::detail::arguments arguments_of(const std::string& command, const std::string& target,
+                                             const std::optional<std::string>& provider,
                                              const std::optional<std::vector<std::string>>& rules,
                                              std::optional<long long> num_heads, bool explain) {
   using fusekit::cli::detail::usage_error;
   std::vector<std::string> args{"fusekit", command, "--target", target};
+  if (provider) args.insert(args.end(), {"--provider", *provider});
   if (rules) {
     if (rules->empty()) throw usage_error("rules is empty: name at least one rule, or pass None");
     std::string list;
@@ -126,10 +128,11 @@ NB_MODULE(_core, m) {
 
   m.def(
       "fuse_bytes",
-      [](nb::bytes model, const std::string& target, std::optional<std::vector<std::string>> rules,
-         std::optional<long long> num_heads, bool explain) {
+      [](nb::bytes model, const std::string& target, std::optional<std::string> provider,
+         std::optional<std::vector<std::string>> rules, std::optional<long long> num_heads,
+         bool explain) {
         return guarded([&] {
-          const auto a = arguments_of("fuse", target, rules, num_heads, explain);
+          const auto a = arguments_of("fuse", target, provider, rules, num_heads, explain);
           fusekit::model parsed;
           {
             const std::string_view bytes = view(model);
@@ -139,16 +142,16 @@ NB_MODULE(_core, m) {
           return fuse_model(std::move(parsed), a);
         });
       },
-      "model"_a, "target"_a, "rules"_a.none(), "num_heads"_a.none(), "explain"_a,
-      "Fuses a serialised model; returns (fused model serialised, report as JSON).");
+      "model"_a, "target"_a, "provider"_a.none(), "rules"_a.none(), "num_heads"_a.none(),
+      "explain"_a, "Fuses a serialised model; returns (fused model serialised, report as JSON).");
 
   m.def(
       "fuse_path",
-      [](const std::string& path, const std::string& target,
+      [](const std::string& path, const std::string& target, std::optional<std::string> provider,
          std::optional<std::vector<std::string>> rules, std::optional<long long> num_heads,
          bool explain) {
         return guarded([&] {
-          const auto a = arguments_of("fuse", target, rules, num_heads, explain);
+          const auto a = arguments_of("fuse", target, provider, rules, num_heads, explain);
           fusekit::model loaded;
           {
             nb::gil_scoped_release unlocked;
@@ -157,17 +160,18 @@ NB_MODULE(_core, m) {
           return fuse_model(std::move(loaded), a);
         });
       },
-      "path"_a, "target"_a, "rules"_a.none(), "num_heads"_a.none(), "explain"_a,
+      "path"_a, "target"_a, "provider"_a.none(), "rules"_a.none(), "num_heads"_a.none(),
+      "explain"_a,
       "Fuses the model file at path; returns (fused model serialised, its external data still "
       "relative to the file's directory, report as JSON).");
 
   m.def(
       "fuse_file",
       [](const std::string& src, const std::string& dst, const std::string& target,
-         std::optional<std::vector<std::string>> rules, std::optional<long long> num_heads,
-         bool explain) {
+         std::optional<std::string> provider, std::optional<std::vector<std::string>> rules,
+         std::optional<long long> num_heads, bool explain) {
         return guarded([&] {
-          auto a = arguments_of("fuse", target, rules, num_heads, explain);
+          auto a = arguments_of("fuse", target, provider, rules, num_heads, explain);
           nb::gil_scoped_release unlocked;
           fusekit::model m = fusekit::load_model(src);
           const auto report = fusekit::cli::detail::fuse_model(m, a);
@@ -176,15 +180,16 @@ NB_MODULE(_core, m) {
           return report.to_json().dump();
         });
       },
-      "src"_a, "dst"_a, "target"_a, "rules"_a.none(), "num_heads"_a.none(), "explain"_a,
+      "src"_a, "dst"_a, "target"_a, "provider"_a.none(), "rules"_a.none(), "num_heads"_a.none(),
+      "explain"_a,
       "Fuses the model file src into dst as `fusekit fuse` does; returns the report as JSON.");
 
   m.def(
       "inspect_bytes",
-      [](nb::bytes model, const std::string& target, std::optional<std::vector<std::string>> rules,
-         std::optional<long long> num_heads) {
+      [](nb::bytes model, const std::string& target, std::optional<std::string> provider,
+         std::optional<std::vector<std::string>> rules, std::optional<long long> num_heads) {
         return guarded([&] {
-          const auto a = arguments_of("inspect", target, rules, num_heads, false);
+          const auto a = arguments_of("inspect", target, provider, rules, num_heads, false);
           fusekit::model parsed;
           {
             const std::string_view bytes = view(model);
@@ -194,15 +199,15 @@ NB_MODULE(_core, m) {
           return inspection_json(parsed, a);
         });
       },
-      "model"_a, "target"_a, "rules"_a.none(), "num_heads"_a.none(),
+      "model"_a, "target"_a, "provider"_a.none(), "rules"_a.none(), "num_heads"_a.none(),
       "What `fusekit inspect` says of a serialised model, as JSON.");
 
   m.def(
       "inspect_path",
-      [](const std::string& path, const std::string& target,
+      [](const std::string& path, const std::string& target, std::optional<std::string> provider,
          std::optional<std::vector<std::string>> rules, std::optional<long long> num_heads) {
         return guarded([&] {
-          const auto a = arguments_of("inspect", target, rules, num_heads, false);
+          const auto a = arguments_of("inspect", target, provider, rules, num_heads, false);
           fusekit::model loaded;
           {
             nb::gil_scoped_release unlocked;
@@ -211,7 +216,7 @@ NB_MODULE(_core, m) {
           return inspection_json(loaded, a);
         });
       },
-      "path"_a, "target"_a, "rules"_a.none(), "num_heads"_a.none(),
+      "path"_a, "target"_a, "provider"_a.none(), "rules"_a.none(), "num_heads"_a.none(),
       "What `fusekit inspect` says of the model file at path, as JSON.");
 
   m.def(

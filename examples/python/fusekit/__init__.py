@@ -85,6 +85,7 @@ def fuse(
     model: Union["onnx.ModelProto", bytes, str, "os.PathLike[str]"],
     *,
     target: str = "ort",
+    provider: Optional[str] = None,
     rules: Union[None, str, Sequence[str]] = None,
     num_heads: Optional[int] = None,
     explain: bool = False,
@@ -96,14 +97,16 @@ def fuse(
     external data loaded, as ``onnx.load`` does), bytes for bytes. The input is not modified.
 
     ``target``: ``"ort"`` writes com.microsoft.MultiHeadAttention, ``"onnx"`` the ai.onnx
-    Attention op (models that import opset 23 or later). ``rules``: rule names (a list or a
+    Attention op (models that import opset 23 or later). ``provider`` (target ``"ort"``):
+    ``"cpu"`` (the default) or ``"cuda"``, the execution provider that runs the model, where a
+    fused form pays on one and costs on the other. ``rules``: rule names (a list or a
     comma-separated string), ``None`` or ``"all"`` for every rule. ``num_heads``: the head count
     where the model does not say it. ``explain``: report every anchor each rule tried, not only
     the near misses.
 
     The report is the dict ``fusekit fuse --report`` writes. Raises :class:`fusekit.Error`.
     """
-    args = (target, _rules(rules), _num_heads(num_heads), bool(explain))
+    args = (target, provider, _rules(rules), _num_heads(num_heads), bool(explain))
     if isinstance(model, (bytes, bytearray, memoryview)):
         data, report = _core.fuse_bytes(bytes(model), *args)
         return data, json.loads(report)
@@ -125,6 +128,7 @@ def fuse_file(
     dst: Union[str, "os.PathLike[str]"],
     *,
     target: str = "ort",
+    provider: Optional[str] = None,
     rules: Union[None, str, Sequence[str]] = None,
     num_heads: Optional[int] = None,
     explain: bool = False,
@@ -138,13 +142,14 @@ def fuse_file(
     Options as for :func:`fuse`. Raises :class:`fusekit.Error`.
     """
     return json.loads(_core.fuse_file(
-        _path(src), _path(dst), target, _rules(rules), _num_heads(num_heads), bool(explain)))
+        _path(src), _path(dst), target, provider, _rules(rules), _num_heads(num_heads), bool(explain)))
 
 
 def inspect(
     model: Union["onnx.ModelProto", bytes, str, "os.PathLike[str]"],
     *,
     target: str = "ort",
+    provider: Optional[str] = None,
     rules: Union[None, str, Sequence[str]] = None,
     num_heads: Optional[int] = None,
 ) -> Dict[str, Any]:
@@ -158,7 +163,7 @@ def inspect(
     ``fusekit inspect --shapes --json`` writes them: ``{"dtype", "dims", "value"}`` by value
     name). Raises :class:`fusekit.Error`.
     """
-    args = (target, _rules(rules), _num_heads(num_heads))
+    args = (target, provider, _rules(rules), _num_heads(num_heads))
     if isinstance(model, (bytes, bytearray, memoryview)):
         return json.loads(_core.inspect_bytes(bytes(model), *args))
     if isinstance(model, (str, os.PathLike)):

@@ -24,8 +24,8 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
   // A residual folded into a norm, a bias into a GELU (the norms and GELUs of an earlier pass of
   // the same run, or of the exporter), and CLIP's GELU: ONNX Runtime's ops alone.
   if (attention.fused_target == target::ort) {
-    out.push_back(skip_layer_normalization_rule());
-    out.push_back(skip_rms_normalization_rule());
+    out.push_back(skip_layer_normalization_rule(attention));
+    out.push_back(skip_rms_normalization_rule(attention));
     out.push_back(bias_gelu_rule());
     out.push_back(quick_gelu_rule());
   }

@@ -15,9 +15,15 @@ enum class target : std::uint8_t {
 
 inline constexpr target every_target[] = {target::ort, target::onnx};
 
+// Which of ONNX Runtime's execution providers runs the fused model (target ort), where a fused
+// form pays on one and costs on the other: skip_normalization.hpp says where, and what was
+// measured.
+enum class provider : std::uint8_t { cpu, cuda };
+
 struct attention_options {
   using target = rules::target;
   target fused_target = target::ort;
+  provider runs_on = provider::cpu;
   std::int64_t num_heads = 0;  // 0: infer from the model
 };
 

@@ -3,12 +3,12 @@
 
 namespace fusekit::rules {
 
-rewrite::any_rule skip_layer_normalization_rule() {
-  return rewrite::any_rule::of<skip_layer_normalization>();
+rewrite::any_rule skip_layer_normalization_rule(const fusion_options& options) {
+  return rewrite::any_rule::of<skip_layer_normalization>(options);
 }
 
-rewrite::any_rule skip_rms_normalization_rule() {
-  return rewrite::any_rule::of<skip_rms_normalization>();
+rewrite::any_rule skip_rms_normalization_rule(const fusion_options& options) {
+  return rewrite::any_rule::of<skip_rms_normalization>(options);
 }
 
 }  // namespace fusekit::rules
