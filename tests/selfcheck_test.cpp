@@ -136,4 +136,20 @@ TEST(Selfcheck, ReportsAPredicateItCannotWrite) {
             "leaf shape searched)");
 }
 
+TEST(Selfcheck, TellsTheFirstFailuresAndCountsTheRest) {
+  // A pattern of thousands of alternatives that fails at one view fails at most of them: the
+  // table names the first, then how many more there are.
+  fusekit::selfcheck::result r;
+  r.rule = "views";
+  r.alternatives = 3;
+  r.uncovered = {"a: why", "b: why", "c: why"};
+  EXPECT_EQ(r.to_table(2),
+            "views: FAILED; 0 of 0 instances fused, 0 of 3 alternatives covered; parity with ONNX "
+            "Runtime not checked (no Python with onnxruntime given); 0 mutants: 0 refused and "
+            "named\n"
+            "  not covered: a: why\n"
+            "  not covered: b: why\n"
+            "  1 more failure not shown\n");
+}
+
 }  // namespace

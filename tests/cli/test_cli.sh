@@ -34,18 +34,18 @@ page() {  # page COMMAND "FIRST LINE" "AN OPTION'S LINE"
 page fuse "usage: fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--target ort|onnx]" \
   "  --dry-run              report only, write nothing"
 page inspect \
-  "usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx] [--num-heads N]" \
-  "  --rules, --target, --num-heads   as for fuse"
+  "usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx]" \
+  "  --rules, --target, --provider, --num-heads   as for fuse"
 page explain "usage: fusekit explain IN.onnx --node NAME [--dot FILE] [--rules LIST|all]" \
   "  --node NAME   the node, by its name"
-page demo "usage: fusekit demo [--rules LIST|all] [--target ort|onnx]" \
-  "  --rules, --target   as for fuse"
+page demo "usage: fusekit demo [--rules LIST|all] [--target ort|onnx] [--provider cpu|cuda]" \
+  "  --rules, --target, --provider   as for fuse"
 page selfcheck \
   "usage: fusekit selfcheck [--rules LIST|all] [--target ort|onnx] [--cases N] [--seed S]" \
   "  --target ort|onnx  check this target only"
 check "-h is --help" test "$(exit_code "$fusekit" inspect model.onnx -h)" = 0
 check "-h anywhere after the command gives its page" \
-  test "$(head -n 1 out.txt)" = "usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx] [--num-heads N]"
+  test "$(head -n 1 out.txt)" = "usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx]"
 check "a wrong command line exits 2" test "$(exit_code "$fusekit" explain x.onnx)" = 2
 check "a wrong command line: the line, then the command's page" test "$(head -n 2 err.txt)" = \
   "fusekit: explain needs IN.onnx and --node NAME
@@ -400,6 +400,13 @@ refused "no -o" 2 "fusekit: fuse needs -o OUT.onnx (or --dry-run)" \
 refused "no model" 2 "fusekit: fuse needs IN.onnx" fuse -o bad_out.onnx --report bad_report.json
 refused "unknown target" 2 "fusekit: --target is ort or onnx" \
   fuse good.onnx -o bad_out.onnx --report bad_report.json --target cuda
+refused "unknown provider" 2 "fusekit: --provider is cpu or cuda" \
+  fuse good.onnx -o bad_out.onnx --report bad_report.json --provider rocm
+refused "a provider for target onnx" 2 \
+  "fusekit: --provider names an ONNX Runtime execution provider: it needs --target ort" \
+  fuse good.onnx -o bad_out.onnx --report bad_report.json --target onnx --provider cuda
+refused "a provider for selfcheck" 2 "fusekit: --provider is for fuse, inspect, explain and demo" \
+  selfcheck --provider cpu
 refused "unknown rule" 2 "fusekit: unknown rule 'nope'" \
   fuse good.onnx -o bad_out.onnx --report bad_report.json --rules nope
 refused "unknown command" 2 "fusekit: unknown command 'frob'" frob

@@ -229,8 +229,8 @@ def precision(cli: str, peers: dict, work: pathlib.Path, bf16: list[str]) -> lis
     return out
 
 
-LAYER_TOOLS = {"fusekit": "fusekit ort", "ort_optimizer": "ORT optimizer",
-               "onnxscript": "onnxscript"}
+LAYER_TOOLS = {"fusekit": "fusekit ort", "fusekit_cuda": "fusekit ort --provider cuda",
+               "ort_optimizer": "ORT optimizer", "onnxscript": "onnxscript"}
 
 
 def layer_cell(ops: dict[str, int] | None) -> str:
@@ -239,10 +239,13 @@ def layer_cell(ops: dict[str, int] | None) -> str:
     return ", ".join(f"{op} {n}" for op, n in sorted(ops.items())) or "none"
 
 
-def layer_row(stem: str, result, peer_results: dict, totals: dict[str, dict[str, int]]) -> str:
-    """One float32 fixture's norm and activation ops, as fusekit (`--target ort`) and each peer
-    wrote them; a peer's counts only where ONNX Runtime loads its model and its outputs match."""
-    found = {"fusekit": conformance.layer_ops(conformance.onnx.load(str(result.output)))}
+def layer_row(stem: str, result, cuda, peer_results: dict,
+              totals: dict[str, dict[str, int]]) -> str:
+    """One float32 fixture's norm and activation ops, as fusekit (`--target ort`, for each
+    provider) and each peer wrote them; a peer's counts only where ONNX Runtime loads its model
+    and its outputs match."""
+    found = {"fusekit": conformance.layer_ops(conformance.onnx.load(str(result.output))),
+             "fusekit_cuda": conformance.layer_ops(conformance.onnx.load(str(cuda.output)))}
     for p in ("ort_optimizer", "onnxscript"):
         r = peer_results.get(p)
         found[p] = r.get("layer_ops") if counts(r) else None
@@ -258,9 +261,13 @@ def layer_section(rows: list[str], totals: dict[str, dict[str, int]]) -> list[st
         "## Norms and activations",
         "",
         "The float32 fixtures of every set: the norm and GELU ops in the model each tool writes "
-        "(`--target ort` for fusekit; the peers as above, counted where their model loads and "
-        "matches). The exporters write LayerNormalization themselves from opset 17, so a "
-        "`LayerNorm` count is what no tool folded into a residual; RMSNorm and GELU are written "
+        "(`--target ort` for fusekit, for the CPU provider, the default, and for CUDA; the peers "
+        "as above, counted where their model loads and matches). The exporters write "
+        "LayerNormalization themselves from opset 17, so a `LayerNorm` count is what no tool "
+        "folded into a residual; fusekit folds a residual sum that the next layer reads too for "
+        "CUDA alone, since on ONNX Runtime's CPU provider (1.30 on) the skip norms are slower "
+        "than the Add and norm they replace (rules/fusekit/rules/skip_normalization.hpp). RMSNorm "
+        "and GELU are written "
         "out in elementary ops, which the ops here replace. ONNX Runtime parity of every "
         "fusekit model is checked by the conformance suite, as for attention.",
         "",
@@ -306,8 +313,10 @@ def main() -> int:
                 result = conformance.fuse(cli, conformance.MODELS / fixture["file"], target,
                                           pathlib.Path(work))
                 if target == "ort" and fixture["dtype"] == "float32":
-                    layer_rows.append(layer_row(stem, result, peers["results"].get(stem, {}),
-                                                layer_totals))
+                    cuda = conformance.fuse(cli, conformance.MODELS / fixture["file"], target,
+                                            pathlib.Path(work), provider="cuda")
+                    layer_rows.append(layer_row(stem, result, cuda,
+                                                peers["results"].get(stem, {}), layer_totals))
                 cells[target] = cell(result.fused, result.blocks)
                 totals[target] += result.fused
                 if target == "onnx":

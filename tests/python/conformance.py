@@ -101,16 +101,19 @@ class outcome:
 ATTENTION_RULES = "scaled-dot-product-attention"
 
 
-def fuse(cli: str, source: pathlib.Path, target: str, work: pathlib.Path) -> outcome:
-    """Runs `fusekit fuse SOURCE --target TARGET` into WORK."""
+def fuse(cli: str, source: pathlib.Path, target: str, work: pathlib.Path,
+         provider: str | None = None) -> outcome:
+    """Runs `fusekit fuse SOURCE --target TARGET [--provider PROVIDER]` into WORK."""
     work.mkdir(parents=True, exist_ok=True)
-    out = work / f"{source.stem}.{target}.onnx"
-    report_path = work / f"{source.stem}.{target}.json"
-    done = subprocess.run([cli, "fuse", str(source), "-o", str(out), "--target", target,
+    options = ["--target", target] + (["--provider", provider] if provider else [])
+    name = f"{source.stem}.{target}" + (f".{provider}" if provider else "")
+    out = work / f"{name}.onnx"
+    report_path = work / f"{name}.json"
+    done = subprocess.run([cli, "fuse", str(source), "-o", str(out), *options,
                            "--report", str(report_path), "--quiet"],
                           capture_output=True, text=True, timeout=300)
     if done.returncode != 0:
-        raise RuntimeError(f"fusekit fuse {source.name} --target {target} exited "
+        raise RuntimeError(f"fusekit fuse {source.name} {' '.join(options)} exited "
                            f"{done.returncode}: {done.stderr.strip()}")
     report = json.loads(report_path.read_text())
     reasons = []

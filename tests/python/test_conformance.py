@@ -128,6 +128,24 @@ def test_fixture(fixture, target, tmp_path):
     assert not result.reasons, result.reasons
 
 
+@pytest.mark.parametrize("fixture", [pytest.param(f, id=f["file"].removesuffix(".onnx"))
+                                     for f in conformance.fixtures()
+                                     if f["dtype"] == "float32"])
+def test_cuda_provider(fixture, tmp_path):
+    # What --provider cuda fuses beyond the default (a residual sum read on, folded into the skip
+    # norms' output 3) computes what the original does; where it fuses nothing more, the two
+    # models are the same bytes and test_fixture has judged them.
+    source = conformance.MODELS / fixture["file"]
+    default = conformance.fuse(CLI, source, "ort", tmp_path)
+    cuda = conformance.fuse(CLI, source, "ort", tmp_path, provider="cuda")
+    if cuda.output.read_bytes() == default.output.read_bytes():
+        return
+    assert cuda.fused == default.fused, "the provider changed which attention blocks fused"
+    conformance.compare(fixture, cuda.output, source=source)
+    again = conformance.fuse(CLI, cuda.output, "ort", tmp_path / "again", provider="cuda")
+    assert again.output.read_bytes() == cuda.output.read_bytes(), "a second run changed it"
+
+
 @pytest.mark.parametrize("fixture", [f for f in converted.fixtures()
                                      if f["file"] in converted.unloadable()],
                          ids=lambda f: f["file"].removesuffix(".onnx"))

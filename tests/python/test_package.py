@@ -110,6 +110,38 @@ def test_options():
         fusekit.fuse(42)
 
 
+def pre_norm_residual() -> bytes:
+    """LayerNormalization(x + skip), the sum read on by the next layer."""
+    h = onnx.helper
+    f = onnx.TensorProto.FLOAT
+    graph = h.make_graph(
+        [h.make_node("Add", ["x", "skip"], ["sum"], name="sum"),
+         h.make_node("LayerNormalization", ["sum", "gamma", "beta"], ["y"], name="y", axis=-1),
+         h.make_node("Neg", ["sum"], ["next"], name="next")],
+        "residual",
+        [h.make_tensor_value_info("x", f, [2, 4, 8]), h.make_tensor_value_info("skip", f, [2, 4, 8])],
+        [h.make_tensor_value_info("y", f, [2, 4, 8]), h.make_tensor_value_info("next", f, [2, 4, 8])],
+        [h.make_tensor("gamma", f, [8], [1.0] * 8), h.make_tensor("beta", f, [8], [0.0] * 8)])
+    return h.make_model(graph, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def test_provider():
+    def ops(data: bytes) -> list[str]:
+        return [n.op_type for n in onnx.load_from_string(data).graph.node]
+
+    cpu, report = fusekit.fuse(pre_norm_residual())
+    assert "SkipLayerNormalization" not in ops(cpu)
+    [near_miss] = [n for r in report["rules"] if r["name"] == "skip-layer-normalization"
+                   for n in r["near_misses"]]
+    assert near_miss["reason"].endswith("(--provider cuda fuses it)")
+    cuda, _ = fusekit.fuse(pre_norm_residual(), provider="cuda")
+    assert ops(cuda) == ["SkipLayerNormalization", "Neg"]
+    with pytest.raises(fusekit.Error, match="^--provider is cpu or cuda$"):
+        fusekit.fuse(SAMPLE, provider="rocm")
+    with pytest.raises(fusekit.Error, match="it needs --target ort$"):
+        fusekit.fuse(SAMPLE, target="onnx", provider="cuda")
+
+
 def test_report_equals_the_command_lines(tmp_path):
     r = run_cli("fuse", SAMPLE, "-o", tmp_path / "out.onnx", "--report", tmp_path / "r.json",
                 "--quiet")

@@ -115,8 +115,9 @@ struct result {
   }
 
   // "gelu-erf: 14 instances fused, 9 alternatives covered; parity with ONNX Runtime 14/14; 6
-  // mutants refused, each named" and a line for each failure.
-  std::string to_table() const {
+  // mutants refused, each named" and a line for each failure, the first `most` of them: a
+  // pattern of thousands of alternatives that fails at one place fails at most of them.
+  std::string to_table(std::size_t most = 20) const {
     std::ostringstream out;
     std::size_t fused = 0, same = 0, named = 0, absorbed = 0;
     for (const instance& i : instances) {
@@ -135,20 +136,24 @@ struct result {
         << "; " << mutants.size() << " mutants: " << named << " refused and named";
     if (absorbed) out << ", " << absorbed << " fused by another alternative";
     out << "\n";
-    for (const std::string& u : uncovered) out << "  not covered: " << u << "\n";
+    std::vector<std::string> failures;
+    for (const std::string& u : uncovered) failures.push_back("not covered: " + u);
     for (const instance& i : instances) {
-      if (!i.fused) out << "  instance [" << i.choices << "] did not fuse: " << i.reason << "\n";
+      if (!i.fused) failures.push_back("instance [" + i.choices + "] did not fuse: " + i.reason);
       if (!i.parity.empty() && i.parity != "ok")
-        out << "  instance [" << i.choices << "] parity: " << i.parity << "\n";
+        failures.push_back("instance [" + i.choices + "] parity: " + i.parity);
     }
     for (const mutant& m : mutants)
       if (!m.ok)
-        out << "  mutant (" << m.breaks << ") "
-            << (m.fused
-                    ? "fused, parity: " + m.parity
-                    : "expected a near miss saying \"" + m.expect + "\", got " +
-                          (m.near_miss.empty() ? std::string("none") : "\"" + m.near_miss + "\""))
-            << "\n";
+        failures.push_back("mutant (" + m.breaks + ") " +
+                           (m.fused ? "fused, parity: " + m.parity
+                                    : "expected a near miss saying \"" + m.expect + "\", got " +
+                                          (m.near_miss.empty() ? std::string("none")
+                                                               : "\"" + m.near_miss + "\"")));
+    for (std::size_t k = 0; k < failures.size() && k < most; ++k)
+      out << "  " << failures[k] << "\n";
+    if (const std::size_t rest = failures.size() - std::min(most, failures.size()); rest)
+      out << "  " << rest << " more failure" << (rest == 1 ? "" : "s") << " not shown\n";
     return out.str();
   }
 };
