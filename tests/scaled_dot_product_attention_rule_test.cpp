@@ -361,6 +361,58 @@ TEST(SdpaRule, AKeyGivenAsBnhsIsUsedAsItIs) {
   EXPECT_EQ(report.fusions[0].params["k_layout"], "BNHS");
 }
 
+// q, k and v split into heads from [1, S, 32] by Reshape + Transpose(0, 2, 1, 3), as every Linear
+// layer's output is; `k_split_on` splits k's hidden axis so far, else k is a graph input BSNH.
+model three_d_block(bool k_from_3d) {
+  model_builder b(17);
+  const auto heads = [&](const char* name) {
+    auto x = b.input(name, dtype::float32, {1, "S", 32});
+    auto split =
+        b.op("Reshape",
+             {x, b.initializer(std::string(name) + "_heads", dtype::int64, {4}, {0, 0, 4, 8})});
+    return b.op("Transpose", {split}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  };
+  auto q = heads("x_q");
+  auto k = k_from_3d ? heads("x_k")
+                     : b.op("Transpose", {b.input("k_bsnh", dtype::float32, {1, "S", 4, 8})},
+                            {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+  auto v = heads("x_v");
+  auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+  auto p = b.op("Softmax", {b.op("MatMul", {q, kt})}, {{"axis", -1}});
+  b.output(b.op("MatMul", {p, v}), dtype::float32, {1, 4, "S", 8});
+  return b.build_model();
+}
+
+std::vector<std::string> attention_inputs(const model& m) {
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == "MultiHeadAttention") return {n.input().begin(), n.input().end()};
+  return {};
+}
+
+TEST(SdpaRule, QKAndVAreReadAsTheThreeDimensionalValuesTheirHeadsSplit) {
+  model m = three_d_block(true);
+  fusekit::rules::fuse_all(m);
+  // The views before the op go with the block: nothing reads them any more.
+  EXPECT_EQ(attention_inputs(m), (std::vector<std::string>{"x_q", "x_k", "x_v"}));
+  const std::vector<std::string> ops = op_types(m);
+  // The output's, back to BNSH.
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Reshape") +
+                std::count(ops.begin(), ops.end(), "Transpose"),
+            2);
+}
+
+TEST(SdpaRule, KAndVStayFourDimensionalTogether) {
+  // k is no split of a 3-D value: MultiHeadAttention takes k and v in one layout, so both are
+  // read BNSH; q alone is read as it was made.
+  model m = three_d_block(false);
+  fusekit::rules::fuse_all(m);
+  const auto in = attention_inputs(m);
+  ASSERT_EQ(in.size(), 3u);
+  EXPECT_EQ(in[0], "x_q");
+  EXPECT_NE(in[1], "k_bsnh");
+  EXPECT_NE(in[2], "x_v");
+}
+
 TEST(SdpaRule, NearMisses) {
   block axis2;
   axis2.softmax_axis = 2;  // softmax over the query axis is not attention

@@ -149,6 +149,16 @@ std::string key_bnsh(const graph& g, const M& m, rewrite::emitter& e) {
               {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
 }
 
+// k's [B, L, N·H] form where the model splits k's heads from one (fused::three_d_of), else no_id.
+template <class M>
+value_id key_three_d(const graph& g, const M& m) {
+  if (has<"k_bnsh">(m)) return fused::three_d_of(g, get<"k_bnsh">(m));
+  if (has<"k_merged">(m)) return fused::three_d_of(g, unmerged(g, get<"k_merged">(m)));
+  if (has<"k_flat">(m)) return fused::three_d_of(g, get<"k_flat">(m));
+  if (has<"k_bsnh">(m)) return fused::heads_split_from(g, get<"k_bsnh">(m));
+  return no_id;
+}
+
 // Key/value heads [B, Nkv, L, H] repeated in a row to q's N, as repeat_kv repeats them, for
 // MultiHeadAttention's one head count: Unsqueeze(2) → Expand(1, 1, N / Nkv, 1, 1) →
 // Reshape(B, N, L, H).

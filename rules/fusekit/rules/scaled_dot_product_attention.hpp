@@ -385,6 +385,23 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   in.k = widened(in.k, grouped ? k_grouped : call.kt);
   in.v = widened(in.v, grouped ? v_grouped : values(g, m));
   const bool absorbed = has_cache && kept.empty();
+  // The [B, L, N·H] values the model made q, k and v from, where the op can read them as they
+  // are: of the op's type (nothing widened), and the operands the op reads, not repeated or
+  // expanded here.
+  if (!onnx && !broadcast_head && (grouped || !packed(g, m))) {
+    const auto three_d = [&](value_id x) {
+      return x != no_id && g.type(x) == call.type ? e.value(x) : std::string();
+    };
+    in.q_bsd = three_d(fused::three_d_of(g, query(g, m)));
+    const value_id k = absorbed  ? fused::three_d_of(g, get<"k_new">(m))
+                       : grouped ? fused::three_d_of(g, k_grouped)
+                                 : key_three_d(g, m);
+    const value_id v = fused::three_d_of(g, absorbed  ? get<"v_new">(m)
+                                            : grouped ? v_grouped
+                                                      : values(g, m));
+    in.k_bsd = three_d(k);
+    in.v_bsd = three_d(v);
+  }
   if (!causal) {
     in.bias = bias(g, m, e, call, absorbed);
     for (const bias_term& t : bias_terms(g, m)) casts_added += term_type(g, t) != call.type;
