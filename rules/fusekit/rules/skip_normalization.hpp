@@ -22,7 +22,8 @@
 // CPU provider from ONNX Runtime 1.30 on, the fused kernels are the slower form: on [2, 256, 384]
 // float32, one thread, SkipLayerNormalization took 1.21 ms where Add and LayerNormalization took
 // 0.20 ms together, SkipSimplifiedLayerNormalization 0.29 ms against 0.19 ms (1.30 and 1.32 alike;
-// up to 1.29 the fused ops were the faster, 0.29 ms against 0.34 to 1.21 ms).
+// in 1.23 to 1.29 the fused ops were the faster: benchmarks/kernel_forms.py, and its results in
+// benchmarks/RESULTS.md).
 #pragma once
 
 #include <string>
