@@ -22,6 +22,8 @@
 //   keys: no bias; MultiHeadAttention unidirectional, Attention is_causal
 //   grouped heads, target ort, causal (that mask, or one query): GroupQueryAttention on the
 //   grouped k and v, (B,S,D) each
+//   target ort reads q, k and v as the (B,L,D) values their heads were split from, where each
+//   is Transpose(0,2,1,3) of such a split (k and v both or neither): no transposes before the op
 //
 //   decode step: k = Concat(past_k, new_k) ─┬─ present_k (graph output)
 //                                           └─ kᵀ …     → the op reads new_k and past_k and writes
