@@ -1,4 +1,5 @@
-// Rotary position embeddings in the halves form (rotate_half), fused by the bundled library into
+// Rotary position embeddings in the halves form (rotate_half) and the interleaved one (pairs
+// (2i, 2i + 1), diffusion transformers), fused by the bundled library into
 // ONNX Runtime's RotaryEmbedding or ONNX's RotaryEmbedding-23; then near misses, each with the
 // reason the report gives. ONNX Runtime parity on the real exports is
 // tests/python/test_conformance.py.
@@ -98,14 +99,17 @@ fusekit::rules::fusion_options on(target t) {
   return o;
 }
 
-std::string near_misses(model m, target t = target::ort) {
+std::string near_misses_of(model m, std::string rule, target t = target::ort) {
   const std::string before = bytes(m);
-  const auto report = fusekit::rules::fuse_all(m, {.rules = {"rotary-embedding"}}, on(t));
+  const auto report = fusekit::rules::fuse_all(m, {.rules = {std::move(rule)}}, on(t));
   EXPECT_EQ(bytes(m), before);
   EXPECT_TRUE(report.fusions.empty());
   std::string out;
   for (const auto& n : report.near_misses) out += n.anchor + ": " + n.reason + "\n";
   return out;
+}
+std::string near_misses(model m, target t = target::ort) {
+  return near_misses_of(std::move(m), "rotary-embedding", t);
 }
 
 // The op, and where it reads its cache and positions from (the rest are views and a Range).
@@ -123,7 +127,7 @@ TEST(RotaryEmbeddingRule, ComputedAnglesBecomeOneOpReadingTheModelsOwnAngles) {
   const auto report = fusekit::rules::fuse_all(m);
   ASSERT_EQ(report.fusions.size(), 1u);
   EXPECT_EQ(report.fusions[0].rule, "rotary-embedding");
-  EXPECT_EQ(report.fusions[0].params.dump(), R"({"form":"halves"})");
+  EXPECT_EQ(report.fusions[0].params.dump(), R"({"form":"halves","layout":"BNSH"})");
   // Angles with a row per batch row: the positions index the cache row by row, no Expand.
   EXPECT_EQ(rotary_ops(m), std::vector<std::string>{"com.microsoft.RotaryEmbedding(q)"});
   EXPECT_TRUE(report.near_misses.empty());
@@ -176,8 +180,8 @@ TEST(RotaryEmbeddingRuleNearMiss, ACacheWhoseHalvesDiffer) {
 TEST(RotaryEmbeddingRuleNearMiss, ASliceThatIsNotTheLowerHalf) {
   // x[…, :3] with x[…, 4:] rotates no pairs the op knows.
   EXPECT_EQ(near_misses(rotary_spec{.lower_to = 3}.build()),
-            "Add 'q_embed': Slice 'lower' keeps [0, 3) of the last axis of x, not its lower half "
-            "[0, 4)\n");
+            "Add 'q_embed': Slice 'lower' keeps [0, 3) of the last axis, not x's lower half [0, "
+            "4)\n");
 }
 
 TEST(RotaryEmbeddingRuleNearMiss, AnAnglePerHead) {
@@ -201,6 +205,114 @@ TEST(RotaryEmbeddingRuleNearMiss, TargetOnnxBeforeOpsetTwentyThree) {
   EXPECT_EQ(near_misses(rotary_spec{}.build(), target::onnx),
             "Add 'q_embed': target onnx needs ai.onnx opset 23 for RotaryEmbedding; the model "
             "imports 17 and fusekit does not raise it\n");
+}
+
+// ---- The interleaved form ---------------------------------------------------------------------
+
+// q rotated as diffusers' apply_rotary_emb writes it: pairs (2i, 2i + 1) become (−b, a), with the
+// angles repeated element by element (θ unsqueezed, tiled twice, flattened).
+struct interleaved_spec {
+  bool by_split = false;        // the pair's elements by Split, else by Slice
+  bool sequence_first = false;  // q (batch, S, heads, head size), angles [S, 1, 8]
+  bool repeat_halves = false;   // the angles cat(θ, θ): the halves form's, not this one's
+  std::int64_t imag_from = 1;   // where the second element's Slice starts
+
+  model build() const {
+    model_builder b(18);
+    const fusekit::build::shape_spec q_dims = sequence_first
+                                                  ? fusekit::build::shape_spec{2, "S", 4, 8}
+                                                  : fusekit::build::shape_spec{2, 4, "S", 8};
+    value q = b.input("q", dtype::float32, q_dims);
+    auto ints = [&](std::vector<double> v) {
+      return b.initializer(dtype::int64, {std::int64_t(v.size())}, v);
+    };
+    value theta = b.input("theta", dtype::float32, {"S", 4});
+    value repeated =
+        repeat_halves
+            ? b.op("Concat", {theta, theta}, {{"axis", -1}})
+            : b.op("Flatten",
+                   {b.op("Tile", {b.op("Unsqueeze", {theta, ints({-1})}), ints({1, 1, 2})})},
+                   {{"axis", 1}});
+    value cos = b.op("Cos", {repeated}, {}, {.name = "cos"});
+    value sin = b.op("Sin", {repeated}, {}, {.name = "sin"});
+    if (sequence_first) {
+      cos = b.op("Unsqueeze", {cos, ints({1})}, {}, {.name = "cos_heads"});
+      sin = b.op("Unsqueeze", {sin, ints({1})}, {}, {.name = "sin_heads"});
+    }
+    value pairs = b.op("Reshape", {q, ints({0, 0, 0, -1, 2})}, {}, {.name = "pairs"});
+    value real, imag;
+    if (by_split) {
+      const auto parts = b.ops("Split", {pairs, ints({1, 1})}, {{"axis", -1}}, {.outputs = 2});
+      real = parts[0];
+      imag = parts[1];
+    } else {
+      real = b.op("Slice", {pairs, ints({0}), ints({1}), ints({-1})}, {}, {.name = "real"});
+      imag = b.op("Slice", {pairs, ints({double(imag_from)}), ints({2}), ints({-1})}, {},
+                  {.name = "imag"});
+    }
+    real = b.op("Squeeze", {real, ints({-1})});
+    imag = b.op("Squeeze", {imag, ints({-1})});
+    value stacked = b.op("Concat",
+                         {b.op("Unsqueeze", {b.op("Neg", {imag}), ints({-1})}),
+                          b.op("Unsqueeze", {real, ints({-1})})},
+                         {{"axis", -1}});
+    value rotated = b.op("Reshape", {stacked, ints({0, 0, 0, -1})});
+    value y =
+        b.op("Add", {b.op("Mul", {q, cos}), b.op("Mul", {rotated, sin})}, {}, {.name = "q_embed"});
+    b.output(y, dtype::float32, q_dims);
+    return b.build_model();
+  }
+};
+
+// The interleaved op's attribute, and how x reaches it.
+std::string interleaved_op(const model& m) {
+  for (const auto& n : m.proto.graph().node())
+    if (n.op_type() == "RotaryEmbedding") {
+      std::string out = n.input(0) == "q" ? "q" : "a view of q";
+      for (const auto& a : n.attribute()) out += " " + a.name() + "=" + std::to_string(a.i());
+      return out;
+    }
+  return "none";
+}
+
+TEST(RotaryEmbeddingRule, InterleavedPairsBySliceBecomeTheInterleavedOp) {
+  model m = interleaved_spec{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].rule, "rotary-embedding-interleaved");
+  EXPECT_EQ(report.fusions[0].params.dump(), R"({"form":"interleaved","layout":"BNSH"})");
+  EXPECT_EQ(interleaved_op(m), "q interleaved=1");
+}
+
+TEST(RotaryEmbeddingRule, InterleavedPairsBySplit) {
+  model m = interleaved_spec{.by_split = true}.build();
+  EXPECT_EQ(fusekit::rules::fuse_all(m).fusions.size(), 1u);
+  EXPECT_EQ(interleaved_op(m), "q interleaved=1");
+}
+
+TEST(RotaryEmbeddingRule, SequenceBeforeHeadsIsReadAsOneRowOfHeads) {
+  // Flux rotates q (batch, S, heads, head size): the op takes it as (batch, S, heads·head size).
+  model m = interleaved_spec{.sequence_first = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params.dump(), R"({"form":"interleaved","layout":"BSNH"})");
+  EXPECT_EQ(interleaved_op(m), "a view of q interleaved=1 num_heads=4");
+}
+
+TEST(RotaryEmbeddingRuleNearMiss, InterleavedPairsRotatedByHalvesAngles) {
+  // cat(θ, θ) pairs element i with i + 4; the pairs (2i, 2i + 1) of θ itself are unknown.
+  EXPECT_EQ(near_misses_of(interleaved_spec{.repeat_halves = true}.build(),
+                           "rotary-embedding-interleaved"),
+            "Add 'q_embed': the pairs of graph input 'theta' are not proven equal: it is an input "
+            "of the model: RotaryEmbedding reads one angle for each rotated pair (2i, 2i + 1)\n");
+}
+
+TEST(RotaryEmbeddingRuleNearMiss, ASliceThatIsNotAPairsSecondElement) {
+  // x[…, 0:2] of a pair is both elements, no element the rotation swaps.
+  EXPECT_EQ(
+      near_misses_of(interleaved_spec{.imag_from = 0}.build(), "rotary-embedding-interleaved"),
+      "Add 'q_embed': Slice 'imag' keeps [0, 2) of the last axis, not a pair's second "
+      "element [1, 2)\n");
 }
 
 }  // namespace

@@ -101,10 +101,11 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
   const auto names = fusekit::rules::names();
   EXPECT_EQ(report.rules, std::vector<std::string>(names.begin(), names.end()));
   EXPECT_EQ(report.rules,
-            (std::vector<std::string>{
-                "scaled-dot-product-attention-head-merge", "scaled-dot-product-attention",
-                "layer-normalization", "rms-normalization", "gelu", "gelu-tanh",
-                "skip-layer-normalization", "skip-rms-normalization", "bias-gelu", "quick-gelu"}));
+            (std::vector<std::string>{"scaled-dot-product-attention-head-merge",
+                                      "scaled-dot-product-attention", "layer-normalization",
+                                      "rms-normalization", "gelu", "gelu-tanh", "rotary-embedding",
+                                      "rotary-embedding-interleaved", "skip-layer-normalization",
+                                      "skip-rms-normalization", "bias-gelu", "quick-gelu"}));
   // Target onnx runs the rules whose ops ONNX has.
   model standard = block{}.build();
   attention_options onnx_target;
@@ -112,7 +113,8 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
   EXPECT_EQ(fusekit::rules::fuse_all(standard, {}, onnx_target).rules,
             (std::vector<std::string>{"scaled-dot-product-attention-head-merge",
                                       "scaled-dot-product-attention", "layer-normalization",
-                                      "rms-normalization", "gelu", "gelu-tanh"}));
+                                      "rms-normalization", "gelu", "gelu-tanh", "rotary-embedding",
+                                      "rotary-embedding-interleaved"}));
 }
 
 // The rules' names before the rename select the renamed rules for one release; the report prints

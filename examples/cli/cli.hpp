@@ -81,7 +81,8 @@ everything succeeded; external data stays valid.
   --target ort|onnx      ort: ONNX Runtime's ops, com.microsoft.MultiHeadAttention,
                          SkipLayerNormalization … (default); onnx: standard ops only, ai.onnx
                          Attention (opset 23), LayerNormalization (17), Gelu (20),
-                         RMSNormalization (23), each where the model imports that opset
+                         RMSNormalization and RotaryEmbedding (23), each where the model
+                         imports that opset
   --provider cpu|cuda    target ort: the execution provider that runs the model, where a fused
                          form pays on one and costs on the other (default cpu; a residual sum
                          read on folds into SkipLayerNormalization for cuda alone)

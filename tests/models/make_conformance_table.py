@@ -258,17 +258,18 @@ def layer_row(stem: str, result, cuda, peer_results: dict,
 
 def layer_section(rows: list[str], totals: dict[str, dict[str, int]]) -> list[str]:
     return [
-        "## Norms and activations",
+        "## Norms, activations and rotary embeddings",
         "",
-        "The float32 fixtures of every set: the norm and GELU ops in the model each tool writes "
+        "The float32 fixtures of every set: the norm, GELU and rotary embedding ops in the model "
+        "each tool writes "
         "(`--target ort` for fusekit, for the CPU provider, the default, and for CUDA; the peers "
         "as above, counted where their model loads and matches). The exporters write "
         "LayerNormalization themselves from opset 17, so a `LayerNorm` count is what no tool "
         "folded into a residual; fusekit folds a residual sum that the next layer reads too for "
         "CUDA alone, since on ONNX Runtime's CPU provider (1.30 on) the skip norms are slower "
-        "than the Add and norm they replace (rules/fusekit/rules/skip_normalization.hpp). RMSNorm "
-        "and GELU are written "
-        "out in elementary ops, which the ops here replace. ONNX Runtime parity of every "
+        "than the Add and norm they replace (rules/fusekit/rules/skip_normalization.hpp). RMSNorm, "
+        "GELU and rotary embeddings are written out in elementary ops, which the ops here "
+        "replace. ONNX Runtime parity of every "
         "fusekit model is checked by the conformance suite, as for attention.",
         "",
         "| op | " + " | ".join(LAYER_TOOLS.values()) + " |",

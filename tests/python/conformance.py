@@ -56,6 +56,8 @@ LAYER_OPS = {
     ("com.microsoft", "FastGelu"): "FastGelu",
     ("com.microsoft", "BiasGelu"): "BiasGelu",
     ("com.microsoft", "QuickGelu"): "QuickGelu",
+    ("com.microsoft", "RotaryEmbedding"): "RotaryEmbedding",
+    ("", "RotaryEmbedding"): "RotaryEmbedding",
 }
 
 

@@ -1,11 +1,13 @@
 """Rotary embeddings fused by the fusekit CLI (FUSEKIT_CLI) compute what the model did.
 
-Each case writes a small model rotating q (batch 2, 3 heads, 5 positions, head size 8) as
-transformers' apply_rotary_pos_emb does (q·cos + rotate_half(q)·sin), fuses it with
-`--rules rotary-embedding`, and runs both in ONNX Runtime on random inputs: angles with a row per
+Each case writes a small model rotating q (batch 2, 3 heads, 5 positions, head size 8), fuses it
+with the rotary rules and runs both in ONNX Runtime on random inputs. The halves form as
+transformers' apply_rotary_pos_emb writes it (q·cos + rotate_half(q)·sin): angles with a row per
 batch row or one row for all, positions that start past zero (a decode step's), a cache gathered
-by position, and target onnx (RotaryEmbedding-23). The real exports are checked the same way by
-test_conformance.py.
+by position. The interleaved form as diffusers' apply_rotary_emb writes it (pairs (2i, 2i + 1)
+by Slice or Split, angles repeated element by element), on q (batch, heads, S, head size) and on
+q (batch, S, heads, head size) as Flux rotates it. Each for both targets (RotaryEmbedding-23 for
+onnx). The real exports are checked the same way by test_conformance.py.
 """
 import os
 import subprocess
@@ -66,12 +68,60 @@ def rotary_model(angle_batch, source, opset):
     return model
 
 
+def interleaved_model(by_split, sequence_first, opset):
+    """q rotated pair by pair, the angles θ [S, H/2] repeated element by element."""
+    dims = [B, "S", N, H] if sequence_first else [B, N, "S", H]
+    inits = [ints("last", [-1]), ints("one", [1]), ints("tile", [1, 1, 2]),
+             ints("as_pairs", [0, 0, 0, -1, 2]), ints("merged", [0, 0, 0, -1]),
+             ints("zero", [0]), ints("two", [2]), ints("sizes", [1, 1])]
+    nodes = [
+        helper.make_node("Unsqueeze", ["theta", "last"], ["theta_1"]),
+        helper.make_node("Tile", ["theta_1", "tile"], ["theta_2"]),
+        helper.make_node("Flatten", ["theta_2"], ["angles"], axis=1),
+        helper.make_node("Cos", ["angles"], ["cos2"]),
+        helper.make_node("Sin", ["angles"], ["sin2"]),
+        helper.make_node("Reshape", ["q", "as_pairs"], ["pairs"]),
+    ]
+    if sequence_first:  # [S, 1, H] against (batch, S, heads, H)
+        nodes += [helper.make_node("Unsqueeze", ["cos2", "one"], ["cos"]),
+                  helper.make_node("Unsqueeze", ["sin2", "one"], ["sin"])]
+    else:
+        nodes += [helper.make_node("Identity", ["cos2"], ["cos"]),
+                  helper.make_node("Identity", ["sin2"], ["sin"])]
+    if by_split:
+        nodes.append(helper.make_node("Split", ["pairs", "sizes"], ["real_1", "imag_1"], axis=-1))
+    else:
+        nodes += [helper.make_node("Slice", ["pairs", "zero", "one", "last"], ["real_1"]),
+                  helper.make_node("Slice", ["pairs", "one", "two", "last"], ["imag_1"])]
+    nodes += [
+        helper.make_node("Squeeze", ["real_1", "last"], ["real"]),
+        helper.make_node("Squeeze", ["imag_1", "last"], ["imag"]),
+        helper.make_node("Neg", ["imag"], ["negated"]),
+        helper.make_node("Unsqueeze", ["negated", "last"], ["first"]),
+        helper.make_node("Unsqueeze", ["real", "last"], ["second"]),
+        helper.make_node("Concat", ["first", "second"], ["stacked"], axis=-1),
+        helper.make_node("Reshape", ["stacked", "merged"], ["rotated"]),
+        helper.make_node("Mul", ["cos", "q"], ["q_cos"]),
+        helper.make_node("Mul", ["rotated", "sin"], ["rotated_sin"]),
+        helper.make_node("Add", ["q_cos", "rotated_sin"], ["y"]),
+    ]
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, dims),
+              helper.make_tensor_value_info("theta", TensorProto.FLOAT, ["S", H // 2])]
+    graph = helper.make_graph(nodes, "rotary", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
 def feeds(model, angle_batch, first_position):
     rng = np.random.default_rng(0)
-    out = {"q": rng.standard_normal((B, N, S, H)).astype(np.float32)}
+    q = next(i for i in model.graph.input if i.name == "q").type.tensor_type.shape.dim
+    out = {"q": rng.standard_normal([d.dim_value or S for d in q]).astype(np.float32)}
     names = {i.name for i in model.graph.input}
     if "theta" in names:
-        out["theta"] = rng.uniform(-4, 4, (angle_batch, S, H // 2)).astype(np.float32)
+        shape = (S, H // 2) if angle_batch is None else (angle_batch, S, H // 2)
+        out["theta"] = rng.uniform(-4, 4, shape).astype(np.float32)
     else:
         rows = np.arange(first_position, first_position + S, dtype=np.int64)
         out["positions"] = np.stack([rows + 3 * b for b in range(angle_batch)])
@@ -92,13 +142,26 @@ def run(path, feed):
     ids=["row-per-batch-row", "one-row", "cache-row-per-batch-row", "cache-one-row-decode",
          "onnx-row-per-batch-row", "onnx-cache-one-row"])
 def test_fused_rotation_computes_the_models(tmp_path, angle_batch, source, first_position, target):
-    opset = 23 if target == "onnx" else 17
-    model = rotary_model(angle_batch, source, opset)
+    model = rotary_model(angle_batch, source, 23 if target == "onnx" else 17)
+    fuses_with_parity(tmp_path, model, "rotary-embedding", target,
+                      feeds(model, angle_batch, first_position))
+
+
+@pytest.mark.parametrize("by_split", [False, True], ids=["slice", "split"])
+@pytest.mark.parametrize("sequence_first", [False, True], ids=["bnsh", "bsnh"])
+@pytest.mark.parametrize("target", ["ort", "onnx"])
+def test_fused_interleaved_rotation_computes_the_models(tmp_path, by_split, sequence_first,
+                                                        target):
+    model = interleaved_model(by_split, sequence_first, 23 if target == "onnx" else 18)
+    fuses_with_parity(tmp_path, model, "rotary-embedding-interleaved", target,
+                      feeds(model, None, 0))
+
+
+def fuses_with_parity(tmp_path, model, rule, target, feed):
     original, fused = tmp_path / "original.onnx", tmp_path / "fused.onnx"
     onnx.save(model, str(original))
-    subprocess.run([CLI, "fuse", str(original), "-o", str(fused), "--rules", "rotary-embedding",
-                    "--target", target, "--quiet"], check=True)
+    subprocess.run([CLI, "fuse", str(original), "-o", str(fused), "--rules", rule, "--target",
+                    target, "--quiet"], check=True)
     ops = [n.op_type for n in onnx.load(str(fused)).graph.node]
     assert "RotaryEmbedding" in ops and "Neg" not in ops, ops
-    feed = feeds(model, angle_batch, first_position)
     np.testing.assert_allclose(run(fused, feed), run(original, feed), rtol=1e-5, atol=1e-5)

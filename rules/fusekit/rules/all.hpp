@@ -24,11 +24,13 @@ rewrite::any_rule rms_normalization_rule(const fusion_options& options);
 rewrite::any_rule gelu_rule(const fusion_options& options);
 rewrite::any_rule gelu_tanh_rule(const fusion_options& options);
 rewrite::any_rule rotary_embedding_rule(const fusion_options& options);
+rewrite::any_rule rotary_embedding_interleaved_rule(const fusion_options& options);
 rewrite::any_rule layer_normalization_rule(const fusion_options&& options) = delete;
 rewrite::any_rule rms_normalization_rule(const fusion_options&& options) = delete;
 rewrite::any_rule gelu_rule(const fusion_options&& options) = delete;
 rewrite::any_rule gelu_tanh_rule(const fusion_options&& options) = delete;
 rewrite::any_rule rotary_embedding_rule(const fusion_options&& options) = delete;
+rewrite::any_rule rotary_embedding_interleaved_rule(const fusion_options&& options) = delete;
 // ONNX Runtime's alone (target ort): ONNX has no op for them.
 rewrite::any_rule skip_layer_normalization_rule(const fusion_options& options);
 rewrite::any_rule skip_rms_normalization_rule(const fusion_options& options);

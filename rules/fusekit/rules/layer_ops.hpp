@@ -13,6 +13,7 @@
 //   GELU (tanh)      com.microsoft FastGelu                     Gelu approximate="tanh" (opset ≥ 20)
 //     + bias         com.microsoft BiasGelu, FastGelu's bias    —
 //   x·σ(α·x)         com.microsoft QuickGelu                    —
+//   RoPE             com.microsoft RotaryEmbedding              RotaryEmbedding (opset ≥ 23)
 //   dtype            float32
 // clang-format on
 //
