@@ -36,11 +36,12 @@
 // pairs are not proven equal; float16 and bfloat16 (layer_ops.hpp: why the layer ops fuse
 // float32 alone).
 //
-// Where it pays (benchmarks/RESULTS.md, "Kernel forms"): on ONNX Runtime's CPU provider, one
-// thread, the op takes 0.7 to 0.9 of the halves form's seven ops at the sizes of a decode step and
-// of a small model's prefill, and up to 1.4 where a prefill rotates more than a few hundred
-// thousand numbers at once, where the model's matrix products outweigh both by far; on CUDA it is
-// one kernel in place of seven or more.
+// Why it is the default for both providers (benchmarks/kernel_forms.py, results in
+// benchmarks/RESULTS.md): on ONNX Runtime's CPU provider, one thread, q and k rotated with the
+// sequence length known at run time only, the fused op with its cache and positions takes 0.41
+// to 0.97 of the halves form's time and 0.29 to 0.70 of the interleaved form's, from a decode step
+// of one token to a Flux-size prefill (ONNX Runtime 1.23 and 1.32 alike); on CUDA it is one
+// kernel in place of seven or thirteen.
 #pragma once
 
 #include <cstdint>
