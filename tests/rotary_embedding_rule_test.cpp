@@ -5,6 +5,7 @@
 // tests/python/test_conformance.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -205,6 +206,56 @@ TEST(RotaryEmbeddingRuleNearMiss, TargetOnnxBeforeOpsetTwentyThree) {
   EXPECT_EQ(near_misses(rotary_spec{}.build(), target::onnx),
             "Add 'q_embed': target onnx needs ai.onnx opset 23 for RotaryEmbedding; the model "
             "imports 17 and fusekit does not raise it\n");
+}
+
+// ---- A partial rotation ------------------------------------------------------------------------
+
+// GPT-NeoX rotates the first 8 of 16 numbers of each head and passes the rest on:
+// cat(rotate(q[…, :8]), q[…, 8:]).
+struct partial_spec {
+  std::int64_t angle_batch = 1;  // one row of angles: the positions are expanded over q's batch
+
+  model build() const {
+    model_builder b(17);
+    value q = b.input("q", dtype::float32, {2, 4, "S", 16});
+    auto ints = [&](std::vector<double> v) {
+      return b.initializer(dtype::int64, {std::int64_t(v.size())}, v);
+    };
+    value theta = b.input("theta", dtype::float32, {angle_batch, "S", 4});
+    value both = b.op("Concat", {theta, theta}, {{"axis", -1}});
+    value cos = b.op("Unsqueeze", {b.op("Cos", {both}), ints({1})});
+    value sin = b.op("Unsqueeze", {b.op("Sin", {both}), ints({1})});
+    value part = b.op("Slice", {q, ints({0}), ints({8}), ints({-1})}, {}, {.name = "rotated"});
+    value passed = b.op("Slice", {q, ints({8}), ints({16}), ints({-1})}, {}, {.name = "passed"});
+    value lower = b.op("Slice", {part, ints({0}), ints({4}), ints({-1})});
+    value upper = b.op("Slice", {part, ints({4}), ints({8}), ints({-1})});
+    value turned = b.op("Concat", {b.op("Neg", {upper}), lower}, {{"axis", -1}});
+    value y = b.op("Add", {b.op("Mul", {part, cos}), b.op("Mul", {turned, sin})});
+    b.output(b.op("Concat", {y, passed}, {{"axis", -1}}, {.name = "q_embed"}), dtype::float32,
+             {2, 4, "S", 16});
+    return b.build_model();
+  }
+};
+
+TEST(RotaryEmbeddingRule, APartialRotationBecomesOneOpOnTheWholeHead) {
+  for (const std::int64_t angle_batch : {1, 2}) {
+    model m = partial_spec{.angle_batch = angle_batch}.build();
+    const auto report = fusekit::rules::fuse_all(m);
+    ASSERT_EQ(report.fusions.size(), 2u) << angle_batch;  // the part, then the whole head
+    EXPECT_EQ(report.fusions[1].rule, "partial-rotary-embedding");
+    EXPECT_TRUE(report.near_misses.empty());
+    const auto ops = op_types(m);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(), "Neg"), 0);
+    for (const auto& n : m.proto.graph().node()) {
+      // No view of q stays: the positions' Shape reads q itself, its last dim a number.
+      for (const auto& in : n.input()) EXPECT_NE(in, "rotated") << n.op_type();
+      if (n.op_type() != "RotaryEmbedding") continue;
+      EXPECT_EQ(n.input(0), "q");
+      std::string attrs;
+      for (const auto& a : n.attribute()) attrs += a.name() + "=" + std::to_string(a.i()) + " ";
+      EXPECT_EQ(attrs, "interleaved=0 rotary_embedding_dim=8 num_heads=4 ");
+    }
+  }
 }
 
 // ---- The interleaved form ---------------------------------------------------------------------

@@ -51,8 +51,8 @@ namespace detail {
 inline constexpr std::string_view overview = R"(usage: fusekit COMMAND ARGS...
 
 commands:
-  fuse      rewrite every block the rules match (attention, norms, GELU); report what fused and
-            each near miss
+  fuse      rewrite every block the rules match (attention, norms, GELU, rotary embeddings);
+            report what fused and each near miss
   inspect   a model's ops, opsets, dtypes and attention blocks, or every value's shape facts
   explain   what each rule made of the blocks around one node, as text and a Graphviz picture
   demo      fuse the bundled sample model (a 2-layer F5-TTS-like DiT in float16) and report

@@ -7,7 +7,8 @@ batch row or one row for all, positions that start past zero (a decode step's), 
 by position. The interleaved form as diffusers' apply_rotary_emb writes it (pairs (2i, 2i + 1)
 by Slice or Split, angles repeated element by element), on q (batch, heads, S, head size) and on
 q (batch, S, heads, head size) as Flux rotates it. Each for both targets (RotaryEmbedding-23 for
-onnx). The real exports are checked the same way by test_conformance.py.
+onnx). A partial rotation (GPT-NeoX: the first numbers of each head) fused whole. The real
+exports are checked the same way by test_conformance.py.
 """
 import os
 import subprocess
@@ -157,6 +158,51 @@ def test_fused_interleaved_rotation_computes_the_models(tmp_path, by_split, sequ
                       feeds(model, None, 0))
 
 
+def partial_model(angle_batch, opset):
+    """GPT-NeoX's partial rotation: the first 4 of q's 8 numbers a head rotated, the rest passed."""
+    inits = [ints("zero", [0]), ints("two", [2]), ints("four", [4]), ints("end", [H]),
+             ints("last", [-1]), ints("one", [1])]
+    nodes = [
+        helper.make_node("Concat", ["theta", "theta"], ["emb"], axis=-1),
+        helper.make_node("Cos", ["emb"], ["cos3"]),
+        helper.make_node("Sin", ["emb"], ["sin3"]),
+        helper.make_node("Unsqueeze", ["cos3", "one"], ["cos"]),
+        helper.make_node("Unsqueeze", ["sin3", "one"], ["sin"]),
+        helper.make_node("Slice", ["q", "zero", "four", "last"], ["part"]),
+        helper.make_node("Slice", ["q", "four", "end", "last"], ["passed"]),
+        helper.make_node("Slice", ["part", "zero", "two", "last"], ["lower"]),
+        helper.make_node("Slice", ["part", "two", "four", "last"], ["upper"]),
+        helper.make_node("Neg", ["upper"], ["negated"]),
+        helper.make_node("Concat", ["negated", "lower"], ["rotated"], axis=-1),
+        helper.make_node("Mul", ["part", "cos"], ["part_cos"]),
+        helper.make_node("Mul", ["rotated", "sin"], ["rotated_sin"]),
+        helper.make_node("Add", ["part_cos", "rotated_sin"], ["turned"]),
+        helper.make_node("Concat", ["turned", "passed"], ["y"], axis=-1),
+    ]
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [B, N, "S", H]),
+              helper.make_tensor_value_info("theta", TensorProto.FLOAT, [angle_batch, "S", 2])]
+    graph = helper.make_graph(nodes, "rotary", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+@pytest.mark.parametrize("angle_batch", [1, 2])
+@pytest.mark.parametrize("target", ["ort", "onnx"])
+def test_fused_partial_rotation_computes_the_models(tmp_path, angle_batch, target):
+    model = partial_model(angle_batch, 23 if target == "onnx" else 17)
+    rng = np.random.default_rng(0)
+    feed = {"q": rng.standard_normal((B, N, S, H)).astype(np.float32),
+            "theta": rng.uniform(-4, 4, (angle_batch, S, 2)).astype(np.float32)}
+    ops = fuses_with_parity(tmp_path, model, "rotary-embedding,partial-rotary-embedding",
+                            target, feed)
+    assert ops.count("RotaryEmbedding") == 1, ops
+    # The op rotates q itself: neither part of q is left, nor what read its dims.
+    read = {i for n in onnx.load(str(tmp_path / "fused.onnx")).graph.node for i in n.input}
+    assert not read & {"part", "passed"}, read
+
+
 def fuses_with_parity(tmp_path, model, rule, target, feed):
     original, fused = tmp_path / "original.onnx", tmp_path / "fused.onnx"
     onnx.save(model, str(original))
@@ -165,3 +211,4 @@ def fuses_with_parity(tmp_path, model, rule, target, feed):
     ops = [n.op_type for n in onnx.load(str(fused)).graph.node]
     assert "RotaryEmbedding" in ops and "Neg" not in ops, ops
     np.testing.assert_allclose(run(fused, feed), run(original, feed), rtol=1e-5, atol=1e-5)
+    return ops

@@ -2,9 +2,9 @@
 //
 // A fusion removes the nodes it matched; a Shape or Size outside the match that reads one of their
 // outputs needs nothing of it but its dims. Those are proven by the facts to be numbers (the reader
-// becomes a constant), or to be, in some order, the dims of a value the match reads from outside,
-// which stays (the reader then reads that value and picks its dims in order). Anything else leaves
-// the reader where it is, and the value it reads with it.
+// becomes a constant), or each a number or a dim of one value the match reads from outside, which
+// stays (the reader then reads that value and picks its dims in order, the numbers between them).
+// Anything else leaves the reader where it is, and the value it reads with it.
 #pragma once
 
 #include <array>
@@ -22,8 +22,14 @@ struct shape_source {
   static constexpr std::size_t max_rank = 8;
   value_id from = no_id;  // no_id: the dims are numbers, in `dims`
   std::size_t rank = 0;
-  std::array<std::int64_t, max_rank> dims{};   // the numbers, when `from` is no_id
-  std::array<std::int64_t, max_rank> order{};  // dim i of the value is dim order[i] of `from`
+  std::array<std::int64_t, max_rank> dims{};  // the numbers, when `from` is no_id
+  // dim i of the value is dim order[i] of `from`, or where order[i] is -1 the number dims[i]
+  std::array<std::int64_t, max_rank> order{};
+  bool mixed() const {
+    for (std::size_t i = 0; from != no_id && i < rank; ++i)
+      if (order[i] < 0) return true;
+    return false;
+  }
 };
 
 // A node that reads only the dims of its input 0: ai.onnx Shape and Size.
@@ -53,34 +59,45 @@ std::optional<shape_source> shape_source_of(const graph& g, value_id x, node_id 
   }
   if (numbers) return out;
   std::optional<shape_source> found;
-  // The inputs of x's own producer first: the value it reorders, most often.
-  auto try_inputs_of = [&](node_id m) {
+  // The inputs of x's own producer first: the value it reorders, most often. A value holding all
+  // of x's dims first, then one holding those that are no numbers.
+  auto try_inputs_of = [&](node_id m, bool numbers_between) {
     for (value_id y : g.inputs(m)) {
-      if (found || y == no_id || f.rank(y) != s.rank()) continue;
+      const auto y_rank = f.rank(y);
+      if (found || y == no_id || !y_rank || *y_rank > shape_source::max_rank ||
+          (!numbers_between && *y_rank != s.rank()))
+        continue;
       const node_id p = g.producer(y);
       if (p != no_id &&
           (is_matched(p) || g.topological_position(p) > g.topological_position(reader)))
         continue;
-      // Each dim of x to a dim of y proven equal to it, each of y's used once.
+      // Each dim of x to a dim of y proven equal to it, each of y's used once; or a number.
       std::array<bool, shape_source::max_rank> used{};
       shape_source candidate = out;
       bool all = true;
       for (std::size_t i = 0; i < s.rank() && all; ++i) {
         all = false;
-        for (std::size_t j = 0; j < s.rank() && !all; ++j)
+        for (std::size_t j = 0; j < *y_rank && !all; ++j)
           if (!used[j] && equal(s.dims[i], *f.dim_of(y, int(j))) == truth::yes) {
             used[j] = true;
             candidate.order[i] = std::int64_t(j);
             all = true;
           }
+        if (!all && numbers_between && s.dims[i].constant()) {
+          candidate.order[i] = -1;
+          all = true;
+        }
       }
       if (!all) continue;
       candidate.from = y;
       found = candidate;
     }
   };
-  if (const node_id p = g.producer(x); p != no_id && is_matched(p)) try_inputs_of(p);
-  each_matched(try_inputs_of);
+  for (const bool numbers_between : {false, true}) {
+    auto visit = [&](node_id m) { try_inputs_of(m, numbers_between); };
+    if (const node_id p = g.producer(x); p != no_id && is_matched(p)) visit(p);
+    each_matched(visit);
+  }
   return found;
 }
 

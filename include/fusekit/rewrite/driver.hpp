@@ -224,6 +224,7 @@ struct graph_edit {
     const std::string& out = old.output(0);
     const auto rank = std::int64_t(from.rank);
     std::vector<onnx::NodeProto> made;
+    if (from.mixed()) return mixed_dims_reader(g, reader, from, names);
     if (old.op_type() == "Size") {
       if (from.from != no_id) {
         made.push_back(node_of("Size", old.name(), {std::string(g.name(from.from))}, out));
@@ -260,6 +261,58 @@ struct graph_edit {
       made.push_back(node_of("Shape", dims, {std::string(g.name(from.from))}, dims));
       made.push_back(int64_constant(order, order, picked, false));
       made.push_back(node_of("Gather", old.name(), {dims, order}, out));
+    }
+    return made;
+  }
+
+  // The dims, some numbers and the rest dims of `from.from`: each a one-element piece, joined
+  // (their product, for Size).
+  static std::vector<onnx::NodeProto> mixed_dims_reader(const graph& g, node_id reader,
+                                                        const shape_source& from,
+                                                        name_pool& names) {
+    const onnx::NodeProto& old = g.node(reader);
+    const auto rank = std::int64_t(from.rank);
+    std::int64_t start = 0, end = rank;
+    if (old.op_type() == "Shape") {
+      auto bound = [&](std::string_view attribute, std::int64_t fallback) {
+        std::int64_t i = g.attribute_int(reader, attribute).value_or(fallback);
+        if (i < 0) i += rank;
+        return std::clamp<std::int64_t>(i, 0, rank);
+      };
+      start = bound("start", 0);
+      end = std::max(start, bound("end", rank));
+    }
+    std::vector<onnx::NodeProto> made;
+    const std::string dims = names.fresh(old.name() + "/dims");
+    made.push_back(node_of("Shape", dims, {std::string(g.name(from.from))}, dims));
+    std::vector<std::string> pieces;
+    for (std::int64_t i = start; i < end; ++i) {
+      const std::size_t k = std::size_t(i);
+      const std::string piece = names.fresh(old.name() + "/dim");
+      if (from.order[k] < 0) {
+        made.push_back(int64_constant(piece, piece, std::span(&from.dims[k], 1), false));
+      } else {
+        const std::string index = names.fresh(old.name() + "/index");
+        made.push_back(int64_constant(index, index, std::span(&from.order[k], 1), false));
+        made.push_back(node_of("Gather", piece, {dims, index}, piece));
+      }
+      pieces.push_back(piece);
+    }
+    const bool size = old.op_type() == "Size";
+    const std::string joined = size ? names.fresh(old.name() + "/joined") : old.output(0);
+    onnx::NodeProto concat = node_of("Concat", size ? joined : old.name(), pieces, joined);
+    onnx::AttributeProto* axis = concat.add_attribute();
+    axis->set_name("axis");
+    axis->set_type(onnx::AttributeProto_AttributeType_INT);
+    axis->set_i(0);
+    made.push_back(std::move(concat));
+    if (size) {
+      onnx::NodeProto product = node_of("ReduceProd", old.name(), {joined}, old.output(0));
+      onnx::AttributeProto* keep = product.add_attribute();
+      keep->set_name("keepdims");
+      keep->set_type(onnx::AttributeProto_AttributeType_INT);
+      keep->set_i(0);
+      made.push_back(std::move(product));
     }
     return made;
   }

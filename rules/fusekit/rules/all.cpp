@@ -22,7 +22,8 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
                                         gelu_rule(attention),
                                         gelu_tanh_rule(attention),
                                         rotary_embedding_rule(attention),
-                                        rotary_embedding_interleaved_rule(attention)};
+                                        rotary_embedding_interleaved_rule(attention),
+                                        partial_rotary_embedding_rule()};
   // A residual folded into a norm, a bias into a GELU (the norms and GELUs of an earlier pass of
   // the same run, or of the exporter), and CLIP's GELU: ONNX Runtime's ops alone.
   if (attention.fused_target == target::ort) {

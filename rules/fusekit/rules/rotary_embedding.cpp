@@ -11,4 +11,8 @@ rewrite::any_rule rotary_embedding_interleaved_rule(const fusion_options& option
   return rewrite::any_rule::of<rotary_embedding_interleaved>(options);
 }
 
+rewrite::any_rule partial_rotary_embedding_rule() {
+  return rewrite::any_rule::of<partial_rotary_embedding>();
+}
+
 }  // namespace fusekit::rules

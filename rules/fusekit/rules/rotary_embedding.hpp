@@ -52,6 +52,7 @@
 
 #include "fused_ops.hpp"
 #include "fusekit/graph/facts.hpp"
+#include "fusekit/graph/model_builder.hpp"
 #include "fusekit/graph/tensor.hpp"
 #include "fusekit/pattern/pattern.hpp"
 #include "fusekit/rewrite/rule.hpp"
@@ -80,15 +81,18 @@ inline constexpr auto rotated_halves =
 
 // stack(−x[…, 1::2], x[…, ::2]) flattened: each pair (a, b) of x becomes (−b, a)
 inline constexpr auto pairs = op<"Reshape">(x, any()).bind<"pairs">();
-// element 1 and element 0 of each pair, by Slice or by Split, the pair's axis squeezed away
+// element 1 and element 0 of each pair: by Slice or Split, the pair's axis squeezed away, or by
+// Gather of one index, which drops it
 inline constexpr auto imag =
-    op<"Squeeze">(any_of(sliced(pairs).bind<"imag_slice">(),
-                         op<"Split">(pairs, maybe(any())).output(1).bind<"split">()),
-                  maybe(any()));
+    any_of(op<"Squeeze">(any_of(sliced(pairs).bind<"imag_slice">(),
+                                op<"Split">(pairs, maybe(any())).output(1).bind<"split">()),
+                         maybe(any())),
+           op<"Gather">(pairs, any()).bind<"imag_gather">());
 inline constexpr auto real =
-    op<"Squeeze">(any_of(sliced(pairs).bind<"real_slice">(),
-                         op<"Split">(pairs, maybe(any())).output(0).bind<"split">()),
-                  maybe(any()));
+    any_of(op<"Squeeze">(any_of(sliced(pairs).bind<"real_slice">(),
+                                op<"Split">(pairs, maybe(any())).output(0).bind<"split">()),
+                         maybe(any())),
+           op<"Gather">(pairs, any()).bind<"real_gather">());
 inline constexpr auto rotated_pairs =
     op<"Reshape">(op<"Concat">(op<"Unsqueeze">(op<"Neg">(imag).bind<"neg">(), maybe(any())),
                                op<"Unsqueeze">(real, maybe(any())))
@@ -478,9 +482,23 @@ struct fused_rotary_embedding {
         value_id v;
         std::vector<std::int64_t> tail;
       };
-      if (has<"split">(m) && (has<"real_slice">(m) || has<"imag_slice">(m)))
+      if (has<"split">(m) && (has<"real_slice">(m) || has<"imag_slice">(m) ||
+                              has<"real_gather">(m) || has<"imag_gather">(m)))
         return verdict::no(g.describe(get<"split">(m)) +
-                           " splits one element of each pair, a Slice the other");
+                           " splits one element of each pair, another op takes the other");
+      auto gathers = [&](node_id gather, std::int64_t k, const std::string& what) {
+        const auto axis = g.attribute_int(gather, "axis").value_or(0);
+        const content_fact& index = f.content(g.input(gather, 1));
+        if ((axis == -1 || axis == 4) && index.known && !index.real && index.size() == 1 &&
+            index.ints[0].is_constant(k))
+          return verdict::yes();
+        return verdict::no(g.describe(gather) + " is not proven to take " + what + ", index " +
+                           std::to_string(k) + " of the last axis");
+      };
+      if (has<"real_gather">(m))
+        if (auto no = gathers(get<"real_gather">(m), 0, "a pair's first element"); !no) return no;
+      if (has<"imag_gather">(m))
+        if (auto no = gathers(get<"imag_gather">(m), 1, "a pair's second element"); !no) return no;
       if (has<"split">(m)) {
         const node_id split = get<"split">(m);
         const auto axis = g.attribute_int(split, "axis");
@@ -496,10 +514,12 @@ struct fused_rotary_embedding {
         if (!halves_of_two)
           return verdict::no(g.describe(split) + " does not split each pair into its two elements");
       } else {
-        if (auto no = keeps(get<"real_slice">(m), 2, 0, 1, "a pair's first element"); !no)
-          return no;
-        if (auto no = keeps(get<"imag_slice">(m), 2, 1, 2, "a pair's second element"); !no)
-          return no;
+        if (has<"real_slice">(m))
+          if (auto no = keeps(get<"real_slice">(m), 2, 0, 1, "a pair's first element"); !no)
+            return no;
+        if (has<"imag_slice">(m))
+          if (auto no = keeps(get<"imag_slice">(m), 2, 1, 2, "a pair's second element"); !no)
+            return no;
       }
       for (const view& w :
            {view{pairs, {h, 2}}, view{imag, {h}}, view{real, {h}}, view{g.input(stack, 0), {h, 1}},
@@ -516,5 +536,87 @@ struct fused_rotary_embedding {
 
 using rotary_embedding = fused_rotary_embedding<rotary_form::halves>;
 using rotary_embedding_interleaved = fused_rotary_embedding<rotary_form::interleaved>;
+
+// A partial rotation (GPT-NeoX, Phi: the first r numbers of each head rotated, the rest passed
+// on), once the rules above have fused its rotated part: the op rotates the part itself.
+//
+//   x ─┬─ Slice(:r) ── RotaryEmbedding ──┐
+//      └─ Slice(r:) ─────────────────────┴─ Concat(last axis) ── y
+//   ==>
+//   x ── RotaryEmbedding(rotary_embedding_dim r, num_heads) ── y   (the op's own cache and
+//                                                                     positions, either domain)
+namespace rotary_forms {
+inline constexpr auto rotated_part = sliced(x).bind<"rotated_part">();
+inline constexpr auto partial =
+    op<"Concat">(
+        any_of(op<"RotaryEmbedding", "com.microsoft">(rotated_part, any(), any(), any())
+                   .bind<"rotation">(),
+               op<"RotaryEmbedding">(rotated_part, any(), any(), maybe(any())).bind<"rotation">()),
+        sliced(x).bind<"passed">())
+        .attr<"axis">(last_axis);
+}  // namespace rotary_forms
+
+struct partial_rotary_embedding {
+  static constexpr std::string_view name = "partial-rotary-embedding";
+  static constexpr auto pattern = rotary_forms::partial;
+
+  // A Concat is a partial rotation's only where it joins along the last axis (a decode step's
+  // cache joins rotated keys along the sequence) and a RotaryEmbedding gives one of its inputs.
+  static bool resembles(const graph& g, node_id n) {
+    const auto axis = g.attribute_int(n, "axis");
+    const auto rank = g.inputs(n).empty() ? std::nullopt : facts_of(g).rank(g.input(n, 0));
+    if (!axis || (*axis != -1 && (!rank || *axis != std::int64_t(*rank) - 1))) return false;
+    for (value_id in : g.inputs(n)) {
+      const node_id p = in == no_id ? no_id : g.producer(in);
+      if (p != no_id && g.op_type(p) == "RotaryEmbedding") return true;
+    }
+    return false;
+  }
+
+  static rewrite::verdict guard(const graph& g, const auto& m) {
+    using rewrite::verdict;
+    const facts& f = facts_of(g);
+    const value_id x = get<"x">(m);
+    const node_id rotation = get<"rotation">(m);
+    const auto length = f.rank(x) == 4u ? f.dim_of(x, 3)->constant() : std::nullopt;
+    const auto heads = f.rank(x) == 4u ? f.dim_of(x, 1)->constant() : std::nullopt;
+    if (!length || !heads)
+      return verdict::no(pattern::describe_value(g, x) + " is " + f.shape_text(x) +
+                         ": the op rotates part of each head of 4-D x whose heads and head size "
+                         "are numbers");
+    if (g.attribute_int(rotation, "rotary_embedding_dim").value_or(0) != 0 ||
+        g.attribute_int(rotation, "is_packed_batching").value_or(0) != 0 ||
+        g.attribute_float(rotation, "scale").value_or(1.0f) != 1.0f)
+      return verdict::no(g.describe(rotation) +
+                         " rotates with attributes of its own beyond interleaved");
+    const node_id part = get<"rotated_part">(m);
+    const auto rotated = f.dim_of(g.output(part, 0), -1)->constant();
+    const auto kept = rotated ? rotary_forms::kept_of_last_axis(g, part, *length) : std::nullopt;
+    if (!kept || kept->from != 0 || kept->to != *rotated || *rotated % 2 != 0)
+      return verdict::no(g.describe(part) +
+                         " is not proven the first numbers of each head, an "
+                         "even count of them");
+    const auto passed = rotary_forms::kept_of_last_axis(g, get<"passed">(m), *length);
+    if (!passed || passed->from != *rotated || passed->to != *length)
+      return verdict::no(g.describe(get<"passed">(m)) + " is not proven the numbers after the " +
+                         std::to_string(*rotated) + " rotated, to the end of each head");
+    return verdict::yes();
+  }
+
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
+    const facts& f = facts_of(g);
+    const value_id x = get<"x">(m);
+    const node_id rotation = get<"rotation">(m);
+    std::vector<std::string> inputs;
+    for (value_id in : g.inputs(rotation)) inputs.push_back(e.value(in));
+    inputs[0] = e.value(x);
+    // ONNX Runtime wants num_heads wherever rotary_embedding_dim is given, 4-D x too.
+    const std::vector<build::attr> attrs = {
+        {"interleaved", g.attribute_int(rotation, "interleaved").value_or(0)},
+        {"rotary_embedding_dim", *f.dim_of(g.output(get<"rotated_part">(m), 0), -1)->constant()},
+        {"num_heads", *f.dim_of(x, 1)->constant()}};
+    e.replace_root(e.ops("RotaryEmbedding", inputs, attrs, g.domain(rotation)).front());
+  }
+};
 
 }  // namespace fusekit::rules
