@@ -5,7 +5,7 @@ with the rotary rules and runs both in ONNX Runtime on random inputs. The halves
 transformers' apply_rotary_pos_emb writes it (q·cos + rotate_half(q)·sin): angles with a row per
 batch row or one row for all, positions that start past zero (a decode step's), a cache gathered
 by position. The interleaved form as diffusers' apply_rotary_emb writes it (pairs (2i, 2i + 1)
-by Slice or Split, angles repeated element by element), on q (batch, heads, S, head size) and on
+by Slice, Split or Gather, angles repeated element by element), on q (batch, heads, S, head size) and on
 q (batch, S, heads, head size) as Flux rotates it. Each for both targets (RotaryEmbedding-23 for
 onnx). A partial rotation (GPT-NeoX: the first numbers of each head) fused whole. The real
 exports are checked the same way by test_conformance.py.
@@ -69,7 +69,7 @@ def rotary_model(angle_batch, source, opset):
     return model
 
 
-def interleaved_model(by_split, sequence_first, opset):
+def interleaved_model(by, sequence_first, opset):
     """q rotated pair by pair, the angles θ [S, H/2] repeated element by element."""
     dims = [B, "S", N, H] if sequence_first else [B, N, "S", H]
     inits = [ints("last", [-1]), ints("one", [1]), ints("tile", [1, 1, 2]),
@@ -89,14 +89,19 @@ def interleaved_model(by_split, sequence_first, opset):
     else:
         nodes += [helper.make_node("Identity", ["cos2"], ["cos"]),
                   helper.make_node("Identity", ["sin2"], ["sin"])]
-    if by_split:
+    if by == "split":
         nodes.append(helper.make_node("Split", ["pairs", "sizes"], ["real_1", "imag_1"], axis=-1))
-    else:
+    elif by == "slice":
         nodes += [helper.make_node("Slice", ["pairs", "zero", "one", "last"], ["real_1"]),
                   helper.make_node("Slice", ["pairs", "one", "two", "last"], ["imag_1"])]
+    if by == "gather":  # pairs[..., 0], pairs[..., 1]
+        inits += [numpy_helper.from_array(np.array(k, np.int64), f"element_{k}") for k in (0, 1)]
+        nodes += [helper.make_node("Gather", ["pairs", "element_0"], ["real"], axis=-1),
+                  helper.make_node("Gather", ["pairs", "element_1"], ["imag"], axis=-1)]
+    else:
+        nodes += [helper.make_node("Squeeze", ["real_1", "last"], ["real"]),
+                  helper.make_node("Squeeze", ["imag_1", "last"], ["imag"])]
     nodes += [
-        helper.make_node("Squeeze", ["real_1", "last"], ["real"]),
-        helper.make_node("Squeeze", ["imag_1", "last"], ["imag"]),
         helper.make_node("Neg", ["imag"], ["negated"]),
         helper.make_node("Unsqueeze", ["negated", "last"], ["first"]),
         helper.make_node("Unsqueeze", ["real", "last"], ["second"]),
@@ -148,12 +153,11 @@ def test_fused_rotation_computes_the_models(tmp_path, angle_batch, source, first
                       feeds(model, angle_batch, first_position))
 
 
-@pytest.mark.parametrize("by_split", [False, True], ids=["slice", "split"])
+@pytest.mark.parametrize("by", ["slice", "split", "gather"])
 @pytest.mark.parametrize("sequence_first", [False, True], ids=["bnsh", "bsnh"])
 @pytest.mark.parametrize("target", ["ort", "onnx"])
-def test_fused_interleaved_rotation_computes_the_models(tmp_path, by_split, sequence_first,
-                                                        target):
-    model = interleaved_model(by_split, sequence_first, 23 if target == "onnx" else 18)
+def test_fused_interleaved_rotation_computes_the_models(tmp_path, by, sequence_first, target):
+    model = interleaved_model(by, sequence_first, 23 if target == "onnx" else 18)
     fuses_with_parity(tmp_path, model, "rotary-embedding-interleaved", target,
                       feeds(model, None, 0))
 
