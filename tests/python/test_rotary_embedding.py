@@ -30,6 +30,14 @@ def ints(name, values):
     return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
 
 
+def model_of(nodes, inputs, inits, opset):
+    graph = helper.make_graph(nodes, "rotary", inputs,
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
 def rotary_model(angle_batch, source, opset):
     """q rotated by angles θ[b, s, i] (i < H/2), from an input or a cache gathered by position."""
     inits = [ints("one", [1]), ints("zero", [0]), ints("half", [H // 2]), ints("end", [H]),
@@ -62,11 +70,7 @@ def rotary_model(angle_batch, source, opset):
         helper.make_node("Mul", ["sin", "rotated"], ["rotated_sin"]),
         helper.make_node("Add", ["rotated_sin", "q_cos"], ["y"]),
     ]
-    graph = helper.make_graph(nodes, "rotary", inputs,
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model
+    return model_of(nodes, inputs, inits, opset)
 
 
 def interleaved_model(by, sequence_first, opset):
@@ -113,11 +117,7 @@ def interleaved_model(by, sequence_first, opset):
     ]
     inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, dims),
               helper.make_tensor_value_info("theta", TensorProto.FLOAT, ["S", H // 2])]
-    graph = helper.make_graph(nodes, "rotary", inputs,
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model
+    return model_of(nodes, inputs, inits, opset)
 
 
 def feeds(model, angle_batch, first_position):
@@ -185,11 +185,7 @@ def partial_model(angle_batch, opset):
     ]
     inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [B, N, "S", H]),
               helper.make_tensor_value_info("theta", TensorProto.FLOAT, [angle_batch, "S", 2])]
-    graph = helper.make_graph(nodes, "rotary", inputs,
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = 10
-    return model
+    return model_of(nodes, inputs, inits, opset)
 
 
 @pytest.mark.parametrize("angle_batch", [1, 2])
