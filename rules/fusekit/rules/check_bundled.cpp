@@ -6,6 +6,7 @@
 #include "all.hpp"
 #include "gelu.hpp"
 #include "layer_normalization.hpp"
+#include "rotary_embedding.hpp"
 #include "scaled_dot_product_attention.hpp"
 #include "skip_normalization.hpp"
 
@@ -48,6 +49,9 @@ std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
       rule<rms_normalization>(true, true),
       rule<gelu>(true, true),
       rule<gelu_tanh>(true, true),
+      rule<rotary_embedding>(true, true),
+      rule<rotary_embedding_interleaved>(true, true),
+      rule<partial_rotary_embedding>(true, true),
       rule<skip_layer_normalization>(false, true),
       rule<skip_rms_normalization>(false, true),
       rule<bias_gelu>(false, true),
