@@ -6,10 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "fusekit/pattern/pattern.hpp"
 #include "fusekit/rewrite/emitter.hpp"
 #include "fusekit/rewrite/rule.hpp"
+#include "fusekit/rules/all.hpp"
+#include "fusekit/rules/check_bundled.hpp"
 
 namespace {
 
@@ -150,6 +154,14 @@ TEST(Selfcheck, TellsTheFirstFailuresAndCountsTheRest) {
             "  not covered: a: why\n"
             "  not covered: b: why\n"
             "  1 more failure not shown\n");
+}
+
+TEST(Selfcheck, EveryRuleOfTheLibraryHasItsCheck) {
+  // `fusekit selfcheck` runs the checks it knows: a library rule missing there would pass over it
+  // without a word.
+  const auto names = fusekit::rules::names();
+  EXPECT_EQ(fusekit::rules::checked_rules(),
+            std::vector<std::string_view>(names.begin(), names.end()));
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "check_bundled.hpp"
 
 #include <algorithm>
+#include <span>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "all.hpp"
 #include "gelu.hpp"
@@ -37,12 +40,8 @@ checked rule(bool both_targets, bool layer_dtype_only) {
   return {R::name, &with_target<R>, both_targets, layer_dtype_only};
 }
 
-}  // namespace
-
-std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
-                                             std::span<const std::string> only,
-                                             std::span<const target> targets) {
-  const checked library[] = {
+std::span<const checked> library() {
+  static const checked rules[] = {
       rule<scaled_dot_product_attention_head_merge>(true, false),
       rule<scaled_dot_product_attention>(true, false),
       rule<layer_normalization>(true, true),
@@ -57,8 +56,22 @@ std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
       rule<bias_gelu>(false, true),
       rule<quick_gelu>(false, true),
   };
+  return rules;
+}
+
+}  // namespace
+
+std::vector<std::string_view> checked_rules() {
+  std::vector<std::string_view> out;
+  for (const checked& c : library()) out.push_back(c.name);
+  return out;
+}
+
+std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
+                                             std::span<const std::string> only,
+                                             std::span<const target> targets) {
   std::vector<selfcheck::result> out;
-  for (const checked& c : library) {
+  for (const checked& c : library()) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     for (const target to : targets) {
       if (to == target::onnx && !c.both_targets) continue;

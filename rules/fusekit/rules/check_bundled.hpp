@@ -5,6 +5,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fusekit/rewrite/selfcheck.hpp"
@@ -18,5 +19,9 @@ namespace fusekit::rules {
 std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
                                              std::span<const std::string> only = {},
                                              std::span<const target> targets = every_target);
+
+// The rules check_bundled checks, in its order: every rule of names(), or a rule added to the
+// library would be passed over by `fusekit selfcheck` without a word.
+std::vector<std::string_view> checked_rules();
 
 }  // namespace fusekit::rules
