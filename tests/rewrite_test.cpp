@@ -326,6 +326,37 @@ TEST(Fuse, MultiUseInteriorNodesStayWhileSomethingReadsThem) {
   fusekit::rewrite::check_invariants(m);
 }
 
+// Neg(Slice(x)) → Slice(Neg(x)): a rule whose interior view, the Slice, a Shape outside the match
+// reads.
+struct negated_front {
+  static constexpr std::string_view name = "negated-front";
+  static constexpr auto pattern =
+      op<"Neg">(op<"Slice">(capture<"x">, capture<"from">, capture<"to">, capture<"axes">));
+  static void emit(const graph&, const auto& m, emitter& e) {
+    e.replace_root(e.op("Slice", {e.op("Neg", {e.value(get<"x">(m))}), e.value(get<"from">(m)),
+                                  e.value(get<"to">(m)), e.value(get<"axes">(m))}));
+  }
+};
+
+TEST(Fuse, AShapeOfAnInteriorViewReadsItsNumbersAndTheDimsOfAnInput) {
+  // The Slice's dims are [B, 4]: B is x's dim 0, 4 a number. The Shape reads x's dim 0 and the 4
+  // joined, and the matched Slice goes with the match.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {"B", 8});
+  auto ints = [&](double v) { return b.initializer(dtype::int64, {1}, {v}); };
+  auto front = b.op("Slice", {x, ints(0), ints(4), ints(1)}, {}, {.name = "front"});
+  b.output(b.op("Neg", {front}), dtype::float32, {"B", 4});
+  b.output(b.op("Shape", {front}, {}, {.name = "front_dims"}), dtype::int64, {2});
+  model m = b.build_model();
+  const auto report = fuse<negated_front>(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].removed.at("Shape"), 1);
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Neg", "Slice", "Shape", "Constant", "Gather",
+                                                   "Constant", "Concat"}));
+  EXPECT_EQ(m.proto.graph().node(2).input(0), "x");
+  fusekit::rewrite::check_invariants(m);
+}
+
 TEST(Fuse, OrphanedInitializersGoWithTheirReaders) {
   model_builder b;
   auto x = b.input("x", dtype::float32, {4});
