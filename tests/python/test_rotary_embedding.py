@@ -4,7 +4,7 @@ Each case writes a small model rotating q (batch 2, 3 heads, 5 positions, head s
 with the rotary rules and runs both in ONNX Runtime on random inputs. The halves form as
 transformers' apply_rotary_pos_emb writes it (q·cos + rotate_half(q)·sin): angles with a row per
 batch row or one row for all, positions that start past zero (a decode step's), a cache gathered
-by position. The interleaved form as diffusers' apply_rotary_emb writes it (pairs (2i, 2i + 1)
+by position, q with the sequence before the heads. The interleaved form as diffusers' apply_rotary_emb writes it (pairs (2i, 2i + 1)
 by Slice, Split or Gather, angles repeated element by element), on q (batch, heads, S, head
 size) and on q (batch, S, heads, head size) as Flux rotates it. Each for both targets
 (RotaryEmbedding-23 for onnx). A partial rotation (GPT-NeoX: the first numbers of each head)
@@ -38,12 +38,14 @@ def model_of(nodes, inputs, inits, opset):
     return model
 
 
-def rotary_model(angle_batch, source, opset):
-    """q rotated by angles θ[b, s, i] (i < H/2), from an input or a cache gathered by position."""
+def rotary_model(angle_batch, source, opset, sequence_first=False):
+    """q rotated by angles θ[b, s, i] (i < H/2), from an input or a cache gathered by position;
+    q (batch, heads, S, H), or (batch, S, heads, H) with the angles unsqueezed at the heads."""
     inits = [ints("one", [1]), ints("zero", [0]), ints("half", [H // 2]), ints("end", [H]),
-             ints("last", [-1])]
+             ints("last", [-1]), ints("heads_axis", [2 if sequence_first else 1])]
     nodes = []
-    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, [B, N, "S", H])]
+    dims = [B, "S", N, H] if sequence_first else [B, N, "S", H]
+    inputs = [helper.make_tensor_value_info("q", TensorProto.FLOAT, dims)]
     if source == "computed":
         inputs.append(helper.make_tensor_value_info("theta", TensorProto.FLOAT,
                                                     [angle_batch, "S", H // 2]))
@@ -60,8 +62,8 @@ def rotary_model(angle_batch, source, opset):
         nodes += [helper.make_node("Gather", ["cos_cache", "positions"], ["cos3"]),
                   helper.make_node("Gather", ["sin_cache", "positions"], ["sin3"])]
     nodes += [
-        helper.make_node("Unsqueeze", ["cos3", "one"], ["cos"]),
-        helper.make_node("Unsqueeze", ["sin3", "one"], ["sin"]),
+        helper.make_node("Unsqueeze", ["cos3", "heads_axis"], ["cos"]),
+        helper.make_node("Unsqueeze", ["sin3", "heads_axis"], ["sin"]),
         helper.make_node("Slice", ["q", "zero", "half", "last"], ["lower"]),
         helper.make_node("Slice", ["q", "half", "end", "last"], ["upper"]),
         helper.make_node("Neg", ["upper"], ["negated"]),
@@ -142,13 +144,17 @@ def run(path, feed):
 
 
 @pytest.mark.parametrize(
-    "angle_batch,source,first_position,target",
-    [(2, "computed", 0, "ort"), (1, "computed", 0, "ort"), (2, "cached", 7, "ort"),
-     (1, "cached", 20, "ort"), (2, "computed", 0, "onnx"), (1, "cached", 9, "onnx")],
+    "angle_batch,source,first_position,target,sequence_first",
+    [(2, "computed", 0, "ort", False), (1, "computed", 0, "ort", False),
+     (2, "cached", 7, "ort", False), (1, "cached", 20, "ort", False),
+     (2, "computed", 0, "onnx", False), (1, "cached", 9, "onnx", False),
+     (1, "computed", 0, "ort", True), (2, "cached", 4, "onnx", True)],
     ids=["row-per-batch-row", "one-row", "cache-row-per-batch-row", "cache-one-row-decode",
-         "onnx-row-per-batch-row", "onnx-cache-one-row"])
-def test_fused_rotation_computes_the_models(tmp_path, angle_batch, source, first_position, target):
-    model = rotary_model(angle_batch, source, 23 if target == "onnx" else 17)
+         "onnx-row-per-batch-row", "onnx-cache-one-row", "bsnh-one-row",
+         "onnx-bsnh-cache-row-per-batch-row"])
+def test_fused_rotation_computes_the_models(tmp_path, angle_batch, source, first_position, target,
+                                            sequence_first):
+    model = rotary_model(angle_batch, source, 23 if target == "onnx" else 17, sequence_first)
     fuses_with_parity(tmp_path, model, "rotary-embedding", target,
                       feeds(model, angle_batch, first_position))
 
