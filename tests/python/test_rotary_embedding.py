@@ -4,11 +4,12 @@ Each case writes a small model rotating q (batch 2, 3 heads, 5 positions, head s
 with the rotary rules and runs both in ONNX Runtime on random inputs. The halves form as
 transformers' apply_rotary_pos_emb writes it (q·cos + rotate_half(q)·sin): angles with a row per
 batch row or one row for all, positions that start past zero (a decode step's), a cache gathered
-by position, q with the sequence before the heads. The interleaved form as diffusers' apply_rotary_emb writes it (pairs (2i, 2i + 1)
-by Slice, Split or Gather, angles repeated element by element), on q (batch, heads, S, head
-size) and on q (batch, S, heads, head size) as Flux rotates it. Each for both targets
-(RotaryEmbedding-23 for onnx). A partial rotation (GPT-NeoX: the first numbers of each head)
-fused whole. The real exports are checked the same way by test_conformance.py.
+by position, q with the sequence before the heads. The interleaved form as diffusers'
+apply_rotary_emb writes it (pairs (2i, 2i + 1) by Slice, Split or Gather, angles repeated element
+by element), on q (batch, heads, S, head size) and on q (batch, S, heads, head size) as Flux
+rotates it. Each for both targets (RotaryEmbedding-23 for onnx). A partial rotation (GPT-NeoX: the
+first numbers of each head) fused whole. The real exports are checked the same way by
+test_conformance.py.
 """
 import os
 import subprocess
