@@ -29,12 +29,13 @@
 // op reads the very angles the model computed.
 //
 // Accepted: the operands of every Mul and of the Add in either order; x_transformers' scale of
-// exactly 1 multiplied into each product; Slice bounds as any constant or folded expression,
-// negative or past the end as Slice clamps them; a pair's elements by Slice or Split, then
-// Squeeze. Refused, with the reason: a head size that is not a number; a Slice, Split or view
-// that is not what its place in the form needs; cos or sin of another shape or type, or whose
-// pairs are not proven equal; float16 and bfloat16 (layer_ops.hpp: why the layer ops fuse
-// float32 alone).
+// exactly 1 multiplied into each product; Casts to the type a value has; Slice bounds as any
+// constant or folded expression, negative or past the end as Slice clamps them; a pair's elements
+// by Slice or Split then Squeeze, or by Gather of one index. Refused, with the reason: a head size
+// that is not a number; a Slice, Split, Gather or view that is not what its place in the form
+// needs; cos or sin of another shape or type, or whose pairs are not proven equal; float16 and
+// bfloat16 (layer_ops.hpp: why the layer ops fuse float32 alone). A partial rotation, the first r
+// numbers of each head, is widened to the whole head once its part has fused (below).
 //
 // Why it is the default for both providers (benchmarks/kernel_forms.py, results in
 // benchmarks/RESULTS.md): on ONNX Runtime's CPU provider, one thread, q and k rotated with the
