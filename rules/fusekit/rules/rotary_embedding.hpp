@@ -127,10 +127,13 @@ namespace rotary_forms {
 struct kept {
   std::int64_t from, to;
 };
+// Whether `axis` of node n (read against its input 0) is the last, as the DSL's last_axis proves
+// it.
+inline bool on_last_axis(const graph& g, node_id n, std::int64_t axis) {
+  return last_axis.is_last(g, n, axis) == truth::yes;
+}
 inline std::optional<kept> kept_of_last_axis(const graph& g, node_id slice, std::int64_t length) {
   const facts& f = facts_of(g);
-  const auto rank = f.rank(g.input(slice, 0));
-  if (!rank) return std::nullopt;
   auto given = [&](std::size_t k) {
     return k < g.inputs(slice).size() && g.input(slice, k) != no_id;
   };
@@ -139,11 +142,10 @@ inline std::optional<kept> kept_of_last_axis(const graph& g, node_id slice, std:
     if (!c.known || c.real || c.size() != 1) return std::nullopt;
     return c.ints[0].constant();
   };
-  const std::int64_t last = std::int64_t(*rank) - 1;
   const auto axis = given(3) ? number(3) : std::optional<std::int64_t>(0);
   const auto step = given(4) ? number(4) : std::optional<std::int64_t>(1);
   const auto from = number(1), to = number(2);
-  if (!axis || !step || !from || !to || *step != 1 || (*axis != last && *axis != -1))
+  if (!axis || !step || !from || !to || *step != 1 || !on_last_axis(g, slice, *axis))
     return std::nullopt;
   auto clamp = [&](std::int64_t i) {
     if (i < 0) i += length;
@@ -255,15 +257,11 @@ inline std::string unequal_pairs(const graph& g, value_id v, rotary_form form, i
   const value_id in = g.inputs(p).empty() ? no_id : g.input(p, 0);
   const auto rank = f.rank(v);
   auto keeps_rows = [&] { return in != no_id && f.same_dim(v, -1, in, -1) == truth::yes; };
-  if (op == "Concat" && form == rotary_form::halves) {
-    const auto axis = g.attribute_int(p, "axis");
-    if (rank && axis && (*axis == -1 || *axis == std::int64_t(*rank) - 1) &&
-        g.inputs(p).size() == 2 && same_numbers(g, g.input(p, 0), g.input(p, 1)))
-      return {};
-  } else if (op == "Concat" && form == rotary_form::interleaved) {
-    // Parts of even length keep every pair inside one part (Flux: an axis's angles each).
-    const auto axis = g.attribute_int(p, "axis");
-    if (rank && axis && (*axis == -1 || *axis == std::int64_t(*rank) - 1)) {
+  if (op == "Concat" && on_last_axis(g, p, g.attribute_int(p, "axis").value_or(0))) {
+    if (form == rotary_form::halves) {
+      if (g.inputs(p).size() == 2 && same_numbers(g, g.input(p, 0), g.input(p, 1))) return {};
+    } else {
+      // Parts of even length keep every pair inside one part (Flux: an axis's angles each).
       for (value_id part : g.inputs(p)) {
         const sym* part_length = f.dim_of(part, -1);
         const auto even = part_length ? part_length->constant() : std::nullopt;
@@ -490,8 +488,8 @@ struct fused_rotary_embedding {
       auto gathers = [&](node_id gather, std::int64_t k, const std::string& what) {
         const auto axis = g.attribute_int(gather, "axis").value_or(0);
         const content_fact& index = f.content(g.input(gather, 1));
-        if ((axis == -1 || axis == 4) && index.known && !index.real && index.size() == 1 &&
-            index.ints[0].is_constant(k))
+        if (rotary_forms::on_last_axis(g, gather, axis) && index.known && !index.real &&
+            index.size() == 1 && index.ints[0].is_constant(k))
           return verdict::yes();
         return verdict::no(g.describe(gather) + " is not proven to take " + what + ", index " +
                            std::to_string(k) + " of the last axis");
@@ -503,7 +501,8 @@ struct fused_rotary_embedding {
       if (has<"split">(m)) {
         const node_id split = get<"split">(m);
         const auto axis = g.attribute_int(split, "axis");
-        bool halves_of_two = g.outputs(split).size() == 2 && axis && (*axis == -1 || *axis == 4);
+        bool halves_of_two =
+            g.outputs(split).size() == 2 && axis && rotary_forms::on_last_axis(g, split, *axis);
         if (g.inputs(split).size() > 1 && g.input(split, 1) != no_id) {
           const content_fact& sizes = f.content(g.input(split, 1));
           halves_of_two = halves_of_two && sizes.known && !sizes.real && sizes.size() == 2 &&
@@ -565,8 +564,7 @@ struct partial_rotary_embedding {
   // cache joins rotated keys along the sequence) and a RotaryEmbedding gives one of its inputs.
   static bool resembles(const graph& g, node_id n) {
     const auto axis = g.attribute_int(n, "axis");
-    const auto rank = g.inputs(n).empty() ? std::nullopt : facts_of(g).rank(g.input(n, 0));
-    if (!axis || (*axis != -1 && (!rank || *axis != std::int64_t(*rank) - 1))) return false;
+    if (!axis || g.inputs(n).empty() || !rotary_forms::on_last_axis(g, n, *axis)) return false;
     for (value_id in : g.inputs(n)) {
       const node_id p = in == no_id ? no_id : g.producer(in);
       if (p != no_id && g.op_type(p) == "RotaryEmbedding") return true;
