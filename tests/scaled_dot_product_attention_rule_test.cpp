@@ -618,6 +618,7 @@ struct prescaled_block {
   bool select_mask = false;             // Where(keep, scores, fill) instead of an additive mask
   double select_fill = -std::numeric_limits<double>::infinity();
   bool additive_mask = false;  // Add(scores, mask [1, 1, 6, 6]) and Where(IsNaN(p), 0, p)
+  bool divide = false;         // q and kᵀ divided by the factors' reciprocals (DeBERTa)
 
   model build() const {
     model_builder b(18);
@@ -646,8 +647,12 @@ struct prescaled_block {
                                   b.op("Sqrt", {b.op("Cast", {last}, {{"to", dtype::float32}})})});
       qs = ks = b.op("Sqrt", {inverse});
     }
+    const auto scaled = [&](value x, value factor, double by) {
+      return divide ? b.op("Div", {x, b.scalar(dtype::float32, 1.0 / by)})
+                    : b.op("Mul", {x, factor});
+    };
     value scores =
-        b.op("MatMul", {scale_q ? b.op("Mul", {q, qs}) : q, scale_k ? b.op("Mul", {kt, ks}) : kt},
+        b.op("MatMul", {scale_q ? scaled(q, qs, 0.5) : q, scale_k ? scaled(kt, ks, k_factor) : kt},
              {}, {.name = "scores"});
     if (select_mask)
       scores = b.op("Where",
@@ -725,7 +730,11 @@ TEST(SdpaPrescaled, AScaleOnOneSideOrNoneIsTheScaleTheOpApplies) {
   for (const auto& [block, scale, form] :
        {std::tuple{prescaled_block{.scale_k = false}, 0.5, "on q"},
         std::tuple{prescaled_block{.scale_q = false}, 0.5, "on kᵀ"},
-        std::tuple{prescaled_block{.scale_q = false, .scale_k = false}, 1.0, "none"}}) {
+        std::tuple{prescaled_block{.scale_q = false, .scale_k = false}, 1.0, "none"},
+        // DeBERTa divides by the scale's reciprocal.
+        std::tuple{prescaled_block{.scale_k = false, .divide = true}, 0.5, "on q"},
+        std::tuple{prescaled_block{.scale_q = false, .divide = true}, 0.5, "on kᵀ"},
+        std::tuple{prescaled_block{.k_factor = 0.25, .divide = true}, 0.125, "on q and kᵀ"}}) {
     model m = block.build();
     const auto report = fusekit::rules::fuse_all(m);
     ASSERT_EQ(report.fusions.size(), 1u) << form;
@@ -948,6 +957,9 @@ struct batched_heads_block {
   bool v_heads_first = false;       // v declared [N, B, S, H]: its merge pairs other rows
   bool alibi_rows_unknown = false;  // ALiBi's leading dim a name of its own
   bool output_3d = false;           // the [B·N, S, H] product is the block's output
+  // DeBERTa's disentangled attention: kᵀ divided by the scale, and the bias (its relative
+  // positions' terms) computed from q's merged view, which therefore stays.
+  bool disentangled = false;
 
   model build() const {
     model_builder b(18);
@@ -958,17 +970,23 @@ struct batched_heads_block {
     auto k = b.input("k", dtype::float32, {2, 4, "S", 8});
     auto v = v_heads_first ? b.input("v", dtype::float32, {4, 2, "S", 8})
                            : b.input("v", dtype::float32, {2, 4, "S", 8});
-    auto alibi = alibi_rows_unknown ? b.input("alibi", dtype::float32, {"R", 1, "S"})
-                                    : b.input("alibi", dtype::float32, {8, 1, "S"});
     auto mask = b.input("mask", dtype::float32, {2, 1, "S", "S"});
     const auto merge = [&](value x, const char* name) {
       return b.op("Reshape", {x, shape({8, -1, 8})}, {}, {.name = name});
     };
     auto kt =
         b.op("Transpose", {merge(k, "k_merge")}, {{"perm", std::vector<std::int64_t>{0, 2, 1}}});
-    auto s =
-        b.op("Mul", {b.op("MatMul", {merge(q, "q_merge"), kt}), b.scalar(dtype::float32, 0.25)});
-    s = b.op("Add", {s, alibi});
+    const value q_merged = merge(q, "q_merge");
+    value s;
+    if (disentangled) {
+      s = b.op("MatMul", {q_merged, b.op("Div", {kt, b.scalar(dtype::float32, 4.0)})});
+      s = b.op("Add",
+               {s, b.op("MatMul", {q_merged, b.input("rel_kt", dtype::float32, {8, 8, "S"})})});
+    } else {
+      s = b.op("Mul", {b.op("MatMul", {q_merged, kt}), b.scalar(dtype::float32, 0.25)});
+      s = b.op("Add", {s, alibi_rows_unknown ? b.input("alibi", dtype::float32, {"R", 1, "S"})
+                                             : b.input("alibi", dtype::float32, {8, 1, "S"})});
+    }
     s = b.op("Reshape", {s, shape({2, 4, 0, -1})}, {}, {.name = "scores_split"});
     auto p = b.op("Softmax", {b.op("Add", {s, mask})}, {{"axis", -1}});
     p = b.op("Reshape", {p, shape({8, -1, 0})}, {}, {.name = "probs_merge"});
@@ -997,6 +1015,19 @@ TEST(SdpaHeadsInBatch, ThreeDimensionalAttentionWithALiBiFuses) {
   const auto ops = op_types(m);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "MultiHeadAttention"), 1);
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Softmax"), 0);
+}
+
+TEST(SdpaHeadsInBatch, DisentangledAttentionDividesKtAndAddsABiasComputedFromQ) {
+  model m = batched_heads_block{.disentangled = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto& fused = report.fusions[0];
+  EXPECT_EQ(double(fused.params["scale"]), 0.25);
+  EXPECT_EQ(fused.params["scale_form"], "on kᵀ");
+  EXPECT_EQ(fused.params["mask"], "bias and mask, summed");
+  const auto ops = op_types(m);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "MultiHeadAttention"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Div"), 0);
 }
 
 TEST(SdpaHeadsInBatch, AThreeDimensionalOutputIsTheOpsRegroupedBack) {

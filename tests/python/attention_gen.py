@@ -50,7 +50,7 @@ class Block:
     kv_batch: int = 0  # 0: b; 1 broadcasts k and v over q's batch
     opset: int = 17
     scale: float = 0.5
-    scale_form: str = "mul"  # mul | mul_left | div | pre | q | k | none
+    scale_form: str = "mul"  # mul | mul_left | div | pre | q | k | q_div | k_div | none
     scale_shape: tuple = ()
     scale_values: int = 1  # elements of the scale tensor (>1: not a scalar)
     divisor: float | None = None  # div: the constant written, when not 1/scale
@@ -226,13 +226,18 @@ def build(blk: Block) -> onnx.ModelProto:
         if blk.casts != "none":
             scores = g.op("Cast", [scores], to=ONNX_TYPE[st])
         scaled = scores
-    elif blk.scale_form in ("q", "k", "none"):
-        # A factor on one side (OPT, Whisper), or none (T5): the op scales by what is there.
+    elif blk.scale_form in ("q", "k", "q_div", "k_div", "none"):
+        # A factor on one side (OPT, Whisper), a divisor on one side (DeBERTa), or none (T5): the
+        # op scales by what is there.
         factor = scale_const(blk.scale, dt)
         if blk.scale_form == "q":
             q = g.op("Mul", [q, factor])
         elif blk.scale_form == "k":
             kt = g.op("Mul", [factor, kt])
+        elif blk.scale_form == "q_div":
+            q = g.op("Div", [q, scale_const(1.0 / blk.scale, dt)])
+        elif blk.scale_form == "k_div":
+            kt = g.op("Div", [kt, scale_const(1.0 / blk.scale, dt)])
         scores = g.op("MatMul", [q, kt])
         if blk.casts != "none":
             scores = g.op("Cast", [scores], to=ONNX_TYPE[st])
@@ -419,6 +424,7 @@ KINDS: list[Kind] = [
     Kind("pre_scaled", _set(scale_form="pre", casts="none")),
     Kind("pre_scaled_cast_round_trip", _set(scale_form="pre", dtype=np.float16, casts="float32")),
     Kind("scale_on_one_side", _set(scale_form=lambda b, r: ["q", "k"][r.integers(2)])),
+    Kind("scale_divides_one_side", _set(scale_form=lambda b, r: ["q_div", "k_div"][r.integers(2)])),
     Kind("no_scale", _set(scale_form="none")),
     Kind("k_bsnh", _set(k_layout="bsnh")),
     Kind("kt_given_bnhs", _set(k_layout="bnhs")),

@@ -33,6 +33,8 @@ double scale_of(const graph& g, const M& m) {
   double scale = 1.0;
   if (has<"q_factor">(m)) scale *= *f.real_scalar(get<"q_factor">(m));
   if (has<"k_factor">(m)) scale *= *f.real_scalar(get<"k_factor">(m));
+  if (has<"q_divisor">(m)) scale /= *f.real_scalar(get<"q_divisor">(m));
+  if (has<"k_divisor">(m)) scale /= *f.real_scalar(get<"k_divisor">(m));
   if (has<"scale">(m)) scale *= get<"scale">(m);
   if (has<"divisor">(m)) scale /= get<"divisor">(m);
   if (has<"scale_folded">(m)) scale *= *f.real_scalar(get<"scale_folded">(m));
@@ -44,8 +46,8 @@ double scale_of(const graph& g, const M& m) {
 template <class M>
 std::string scale_form(const M& m) {
   std::vector<const char*> on;
-  if (has<"q_factor">(m)) on.push_back("q");
-  if (has<"k_factor">(m)) on.push_back("kᵀ");
+  if (has<"q_factor">(m) || has<"q_divisor">(m)) on.push_back("q");
+  if (has<"k_factor">(m) || has<"k_divisor">(m)) on.push_back("kᵀ");
   if (has<"scale">(m) || has<"divisor">(m) || has<"scale_folded">(m) || has<"divisor_folded">(m))
     on.push_back("the scores");
   if (on.empty()) return "none";

@@ -2,8 +2,8 @@
 // SD3, Flux) and decoders (GPT-2, LLaMA, Qwen2) alike.
 //
 //   before                                          after, target ort
-//   q ─────────────── [× √s] ┐                      q ─ Transpose(0,2,1,3) ─ Reshape(B,S,D) ─┐
-//   [repeat_kv] kᵀ ── [× √s] MatMul                 k (BNSH, heads repeated) ─────────────────┤
+//   q ────────────── [×|÷ c] ┐                      q ─ Transpose(0,2,1,3) ─ Reshape(B,S,D) ─┐
+//   [repeat_kv] kᵀ ─ [×|÷ c] MatMul                 k (BNSH, heads repeated) ─────────────────┤
 //                              │ [Casts]*           v (BNSH, heads repeated) ─────────────────┤
 //                            [Mul | Div (scalar)]   bias: mask [+ Where(keep, 0, fill)] ──────┤
 //                            [Where(keep, ·, fill)]                com.microsoft.MultiHeadAttention
@@ -76,19 +76,24 @@ using namespace pattern;
 
 // The scale is what the block applies, wherever it does: a factor on q (OPT and Whisper scale q
 // before calling SDPA with scale 1), on kᵀ, on both (torch's SDPA decomposition: q·√s and kᵀ·√s),
-// on the scores (hand-written F5-TTS exporters: MatMul(q, kᵀ) → [Cast] → Mul|Div), or none at all
-// (T5; a block whose scale an earlier projection applied). The fused op's scale is their product,
-// and 1 where there is none. Each factor is a constant or folded by the facts (GPT-2's TorchScript
-// export divides by ConstantOfShape([]) + Pow(8, 0.5); torch's decomposition computes √s from q's
-// shape at run time).
+// a divisor of q or kᵀ (DeBERTa: kᵀ / √(3·H) in v2, q / √(3·H) in v1), on the scores
+// (hand-written F5-TTS exporters: MatMul(q, kᵀ) → [Cast] → Mul|Div), or none at all (T5; a block
+// whose scale an earlier projection applied). The fused op's scale is their product, a divisor
+// counting as its reciprocal, and 1 where there is none. Each factor is a constant or folded by the
+// facts (GPT-2's TorchScript export divides by ConstantOfShape([]) + Pow(8, 0.5); torch's
+// decomposition computes √s from q's shape at run time).
 inline constexpr auto q_side = any_of(
     commutative(op<"Mul">(
         capture<"q">, capture<"q_factor">.proven_value("a scalar of known value", folded_scalar))),
+    op<"Div">(capture<"q">,
+              capture<"q_divisor">.proven_value("a scalar of known value", folded_scalar)),
     capture<"q">);
 inline constexpr auto k_side =
     any_of(commutative(op<"Mul">(
                through_casts(k_transposed),
                capture<"k_factor">.proven_value("a scalar of known value", folded_scalar))),
+           op<"Div">(through_casts(k_transposed),
+                     capture<"k_divisor">.proven_value("a scalar of known value", folded_scalar)),
            k_transposed);
 // Casts between the block's steps are its precision, which the guard reads whole (fused_ops.hpp's
 // policy), not ops at fixed places: torch's decomposition in float16 widens the scores for the
