@@ -49,10 +49,19 @@ CACHE = pathlib.Path(os.environ.get("FUSEKIT_CONVERTED_DIR") or
                      pathlib.Path(tempfile.gettempdir()) / "fusekit-converted")
 
 
+# Families not converted: JetMoE routes each token to its top 2 of 4 experts, and where two
+# experts' logits lie within float16 rounding of each other the converted model and the fused one
+# route a token differently (that token's logits off by ~0.9 against the float32 original, the
+# others' by ~0.01): the mean-error comparison then measures which of the two a flip hit, not the
+# fusion. (ONNX Runtime's CPU provider could not run three of its four forms either: no float16
+# ScatterND with reduction add.)
+NOT_CONVERTED = {"jetmoe"}
+
+
 def sources() -> list[dict]:
     """The float32 fixtures of the newest set, the models users convert."""
     return [f for f in conformance.fixtures()
-            if f["set"] == SET and f["dtype"] == "float32"]
+            if f["set"] == SET and f["dtype"] == "float32" and f["family"] not in NOT_CONVERTED]
 
 
 def fixtures() -> list[dict]:

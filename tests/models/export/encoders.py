@@ -1,6 +1,6 @@
 """Encoder fixtures of the held-out set: BERT, ViT, CLIP text, the BART encoder, the Whisper
-encoder and the T5 encoder from transformers, tiny random configs built from their config classes
-(no hub downloads).
+encoder, the T5 encoder and (from the transformers-5.24 set on) DeBERTa-v2 from transformers, tiny
+random configs built from their config classes (no hub downloads).
 
 Each is exported by the TorchScript exporter (opset 17) and the dynamo exporter (opset 18), fp32,
 with the model's own attention implementation ("sdpa" where it has one); BERT in float16 as well
@@ -112,6 +112,24 @@ def _t5_encoder():
     return model, "text", (), "T5EncoderModel (relative position bias, gated-gelu)"
 
 
+def _deberta_v2():
+    # DeBERTa-v3's layout: disentangled relative attention (content-to-position and
+    # position-to-content terms added to the scores), log-bucketed relative positions shared
+    # through the query and key projections, no absolute positions. transformers 5.24.0 refuses
+    # "sdpa" for it ("does not support an attention implementation through
+    # torch.nn.functional.scaled_dot_product_attention yet"): its own eager attention.
+    config = transformers.DebertaV2Config(
+        vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=LAYERS,
+        num_attention_heads=HEADS, intermediate_size=FFN, max_position_embeddings=64,
+        relative_attention=True, pos_att_type=["p2c", "c2p"], position_buckets=8,
+        max_relative_positions=16, share_att_key=True, norm_rel_ebd="layer_norm",
+        position_biased_input=False, type_vocab_size=0, hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0, initializer_range=INIT_STD, pad_token_id=0)
+    model = transformers.DebertaV2Model._from_config(config, attn_implementation="eager")
+    return model, "text", (), ("DebertaV2Model attn_implementation=eager (relative attention "
+                               "c2p|p2c, 8 log position buckets up to 16)")
+
+
 VIT_IMAGE, VIT_PATCH = 32, 8   # 16 patches + CLS
 
 
@@ -143,7 +161,7 @@ def _whisper_encoder():
 
 FAMILIES = {"bert": _bert, "vit": _vit, "bart_encoder": _bart_encoder,
             "whisper_encoder": _whisper_encoder, "clip_text": _clip_text,
-            "t5_encoder": _t5_encoder}
+            "t5_encoder": _t5_encoder, "deberta_v2": _deberta_v2}
 
 
 def _inputs(kind: str, batch: int, seq: int):

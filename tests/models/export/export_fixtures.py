@@ -63,7 +63,8 @@ def _one_line(message: str) -> str:
 
 def unloadable() -> dict[str, str]:
     """Configurations whose export exists but cannot be kept, with why."""
-    return {**getattr(diffusion, "UNLOADABLE", {}), **getattr(decoders, "UNLOADABLE", {})}
+    return {**getattr(diffusion, "UNLOADABLE", {}), **getattr(decoders, "UNLOADABLE", {}),
+            **getattr(more_decoders, "UNLOADABLE", {})}
 
 
 def recompute_chains(root: pathlib.Path) -> int:
