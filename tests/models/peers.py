@@ -37,9 +37,11 @@ HERE = pathlib.Path(__file__).resolve().parent
 PROJECT_PYTHON = HERE.parents[1] / ".venv" / "bin" / "python"
 PACKAGES = ["onnxruntime", "onnxscript", "onnx-ir", "onnxsim", "onnx", "numpy", "sympy",
             "packaging", "coloredlogs"]
-ENCODERS = ("bert", "bart_encoder", "clip_text", "vit", "whisper_encoder", "t5_encoder")
+ENCODERS = ("bert", "bart_encoder", "clip_text", "vit", "whisper_encoder", "t5_encoder",
+            "deberta_v2")
 DECODERS = ("gpt2", "llama", "qwen2", "qwen3", "mistral", "phi3", "gpt_neox", "gpt_bigcode", "opt",
-            "gemma2", "bloom", "bart", "whisper")
+            "gemma2", "bloom", "bart", "whisper", "deepseek_v3", "falcon", "phi", "diffllama",
+            "jetmoe")
 TIME_LIMIT = 600
 
 
