@@ -54,8 +54,10 @@ struct decoder_block {
   std::int64_t past = 0;
   bool value_cached = true;       // v's cache too, not only k's
   bool cache_shape_read = false;  // a Shape of present k, computed before the attention
-  bool one_cache = false;         // v is k's cache too
-  bool present_returned = true;   // false: the Concats only join tokens, as SD3's do
+  // A Shape of the repeated k outside the block, as the dynamo exporter sizes its views from it.
+  bool repeated_shape_read = false;
+  bool one_cache = false;        // v is k's cache too
+  bool present_returned = true;  // false: the Concats only join tokens, as SD3's do
   // The select's condition a constant lower triangle (GPT-2's sliced buffer), not an input;
   // `band` > 0 also hides the keys `band` or more behind each query.
   bool constant_triangle = false;
@@ -115,6 +117,8 @@ struct decoder_block {
         kt = b.op("Reshape", {turned, shape({2, 4, h, n})});
       } else {
         k = repeat(k, head_size);
+        if (repeated_shape_read)
+          b.output(b.op("Shape", {k}, {}, {.name = "repeated_shape"}), dtype::int64, {4});
       }
       v = repeat(v, v_head_size);
     }
@@ -499,6 +503,42 @@ TEST(GroupQuery, ADecodeStepOfOneQueryTakesTheCache) {
   EXPECT_EQ(writer_of(m, "present_k"), gqa);
   EXPECT_EQ(writer_of(m, "present_v"), gqa);
   fusekit::rewrite::check_invariants(m);
+}
+
+// The Shape reads dims the op's inputs prove, so it is rewired and repeat_kv dies with the block:
+// nothing then reads present k before the op that writes it.
+TEST(GroupQuery, AShapeOfTheRepeatedKeysLeavesTheCacheToTheOp) {
+  decoder_block spec = one_query_step();
+  spec.repeated_shape_read = true;
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["kv_cache"], "past and present in the fused op");
+  EXPECT_EQ(writer_of(m, "present_k"), only(m, "GroupQueryAttention"));
+  const auto& nodes = m.proto.graph().node();
+  EXPECT_EQ(std::count_if(nodes.begin(), nodes.end(),
+                          [](const onnx::NodeProto& n) { return n.op_type() == "Unsqueeze"; }),
+            0);
+  fusekit::rewrite::check_invariants(m);
+}
+
+// ONNX Runtime's CPU GroupQueryAttention rounds more in float16 with a past than the model does;
+// MultiHeadAttention on the repeated heads keeps the model's accuracy.
+TEST(GroupQuery, AFloat16DecodeStepStaysMultiHeadAttentionOnTheCpuProvider) {
+  decoder_block spec = one_query_step();
+  spec.type = dtype::float16;
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["target"], "com.microsoft MultiHeadAttention");
+  EXPECT_EQ(report.fusions[0].params["group_query"],
+            "no: in float16 with a past it is less accurate on ONNX Runtime's CPU provider "
+            "(--provider cuda takes it)");
+  model on_cuda = spec.build();
+  const auto cuda = fusekit::rules::fuse_all(
+      on_cuda, {}, {.fused_target = target::ort, .runs_on = fusekit::rules::provider::cuda});
+  ASSERT_EQ(cuda.fusions.size(), 1u);
+  EXPECT_EQ(cuda.fusions[0].params["target"], "com.microsoft GroupQueryAttention");
 }
 
 TEST(GroupQuery, ADecodeStepsPaddingMaskIsTheBias) {

@@ -60,32 +60,40 @@ inline std::vector<std::string> describe_all(const graph& g, std::span<const nod
   return out;
 }
 
-// The Shapes and Sizes outside c's match that read a matched value's dims, and where the edit
-// lets them read those dims instead (the pattern admitted the match on that condition).
-inline void find_dims_readers(const graph& g, candidate& c) {
+// The Shapes and Sizes outside a match that read a matched value's dims, where the edit lets
+// them read those dims instead (the pattern admitted the match on that condition), and the values
+// read in their place, which must stay whatever else reads them.
+struct dims_readers {
+  std::vector<node_id> nodes;
+  std::vector<shape_source> from;
+  std::vector<value_id> reads;
+};
+inline dims_readers find_dims_readers(const graph& g, node_id root,
+                                      std::span<const node_id> matched) {
+  dims_readers out;
   auto is_matched = [&](node_id n) {
-    return std::find(c.nodes.begin(), c.nodes.end(), n) != c.nodes.end();
+    return std::find(matched.begin(), matched.end(), n) != matched.end();
   };
   auto each_matched = [&](auto&& visit) {
-    for (node_id n : c.nodes) visit(n);
+    for (node_id n : matched) visit(n);
   };
-  for (node_id m : c.nodes) {
-    if (m == c.root) continue;
+  for (node_id m : matched) {
+    if (m == root) continue;
     for (value_id x : g.outputs(m)) {
       if (x == no_id) continue;
       for (const use& u : g.consumers(x)) {
         if (u.is_implicit() || u.slot != 0 || is_matched(u.node) || !reads_only_dims(g, u.node) ||
-            std::find(c.rewired.begin(), c.rewired.end(), u.node) != c.rewired.end())
+            std::find(out.nodes.begin(), out.nodes.end(), u.node) != out.nodes.end())
           continue;
         if (auto from = shape_source_of(g, x, u.node, is_matched, each_matched)) {
-          c.rewired.push_back(u.node);
-          c.rewired_from.push_back(*from);
-          // The value read in its place must stay, whatever else reads it.
-          if (from->from != no_id) c.reads.push_back(from->from);
+          out.nodes.push_back(u.node);
+          out.from.push_back(*from);
+          if (from->from != no_id) out.reads.push_back(from->from);
         }
       }
     }
   }
+  return out;
 }
 
 // Tries R at every anchor of g: a match that fails, a guard's or emit's refusal and an edit that
@@ -124,25 +132,20 @@ void attempt(const void* rule_options, const graph& g, attempt_sink& to) {
       refuse(std::string("emit failed, nothing changed: ") + e.what());
       continue;
     }
-    edit_check check(g, n, m.nodes(), *edit);
+    // The Shapes the edit rewires go with it: what only they kept alive dies too.
+    dims_readers readers = find_dims_readers(g, n, m.nodes());
+    edit_check check(g, n, m.nodes(), *edit, readers.nodes, readers.reads);
     if (std::string why = check.run(); !why.empty()) {
       refuse(std::move(why));
       continue;
     }
     edit->name_replacements();
-    candidate& c =
-        to.found.emplace_back(candidate{R::name,
-                                        priority_of<R>(),
-                                        &g,
-                                        n,
-                                        g.topological_position(n),
-                                        std::vector<node_id>(m.nodes().begin(), m.nodes().end()),
-                                        std::move(edit),
-                                        check.reads(),
-                                        check.replaced(),
-                                        {},
-                                        {}});
-    find_dims_readers(g, c);
+    std::vector<value_id> reads = check.reads();
+    reads.insert(reads.end(), readers.reads.begin(), readers.reads.end());
+    to.found.emplace_back(candidate{R::name, priority_of<R>(), &g, n, g.topological_position(n),
+                                    std::vector<node_id>(m.nodes().begin(), m.nodes().end()),
+                                    std::move(edit), std::move(reads), check.replaced(),
+                                    std::move(readers.nodes), std::move(readers.from)});
   }
 }
 

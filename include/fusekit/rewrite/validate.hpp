@@ -110,8 +110,11 @@ inline void add_orphans(const graph& g, std::span<const footprint> edits,
 // cannot be committed, or "" when it can.
 class edit_check {
  public:
-  edit_check(const graph& g, node_id root, std::span<const node_id> matched, const emitter& e)
-      : g_(g), root_(root), matched_(matched), edit_(e) {}
+  // `rewired`: the Shapes and Sizes outside the match the edit rewires (they go with it);
+  // `kept`: the values they read instead, which stay.
+  edit_check(const graph& g, node_id root, std::span<const node_id> matched, const emitter& e,
+             std::span<const node_id> rewired = {}, std::span<const value_id> kept = {})
+      : g_(g), root_(root), matched_(matched), edit_(e), rewired_(rewired), kept_(kept) {}
 
   std::string run() {
     for (value_id out : g_.outputs(root_)) {
@@ -189,7 +192,9 @@ class edit_check {
     if (std::all_of(replaced_.begin(), replaced_.end(),
                     [&](value_id v) { return g_.producer(v) == root_; }))
       return {};
-    const footprint self{root_, matched_, reads_, replaced_};
+    std::vector<value_id> reads = reads_;
+    reads.insert(reads.end(), kept_.begin(), kept_.end());
+    const footprint self{root_, matched_, reads, replaced_, rewired_};
     const std::unordered_set<node_id> dead = dead_nodes(g_, {&self, 1});
     for (value_id old : replaced_) {
       const node_id p = g_.producer(old);
@@ -211,6 +216,8 @@ class edit_check {
   node_id root_;
   std::span<const node_id> matched_;
   const emitter& edit_;
+  std::span<const node_id> rewired_;
+  std::span<const value_id> kept_;
   std::vector<value_id> reads_, replaced_;
 };
 
