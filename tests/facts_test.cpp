@@ -105,6 +105,27 @@ TEST(Facts, ReshapeMinusOneDividesTheElementCount) {
   EXPECT_EQ(facts_of(g).shape_text(id(g, z)), "[B·S, 64]");
 }
 
+// DeepSeek's decode step splits the heads of keys it computed from the whole cache: the -1 is
+// the count over dims of which one is a sum, which cancels rather than divides.
+TEST(Facts, ReshapeMinusOneCancelsTheDimsItKeeps) {
+  model_builder b(17);
+  auto past = b.input("past", dtype::float32, {"B", 1, "P", 16});
+  auto now = b.input("now", dtype::float32, {"B", 1, 1, 16});
+  auto keys = b.op("Concat", {past, now}, {{"axis", -2}});
+  auto wide = b.op("MatMul", {keys, b.input("w", dtype::float32, {16, 128})});
+  const auto dim = [&](std::int64_t axis) {
+    return b.op("Unsqueeze", {b.op("Gather", {b.op("Shape", {keys}), b.scalar(dtype::int64, axis)}),
+                              shape_constant(b, {0})});
+  };
+  auto target = b.op("Concat", {dim(0), dim(2), shape_constant(b, {-1}), shape_constant(b, {32})},
+                     {{"axis", 0}});
+  auto heads = b.op("Reshape", {wide, target});
+  b.output(heads);
+  const auto model = b.build();
+  const graph g(model);
+  EXPECT_EQ(facts_of(g).shape_text(id(g, heads)), "[B, 1 + P, 4, 32]");
+}
+
 TEST(Facts, FusedOpsKeepTheShapesLaterRulesProveFrom) {
   // What a run fused in one pass the next pass reads: the residual stream through a residual
   // norm's output 3, a layer through grouped attention.

@@ -201,6 +201,21 @@ inline std::int64_t static_count(std::span<const sym> dims) {
   return count;
 }
 
+// The element count of `dims` over that of `others`, for a Reshape's -1. A dim both hold cancels
+// first: a sum the Reshape keeps (1 + past, a decode step's keys) divides no product of single
+// terms, and the same dim on both sides is exactly 1 of the quotient.
+inline sym count_over(std::span<const sym> dims, std::span<const sym> others) {
+  std::vector<sym> numerator(dims.begin(), dims.end()), denominator;
+  for (const sym& d : others) {
+    const auto same = std::find(numerator.begin(), numerator.end(), d);
+    if (d.known() && same != numerator.end())
+      numerator.erase(same);
+    else
+      denominator.push_back(d);
+  }
+  return exact_quotient(product(numerator), product(denominator));
+}
+
 inline void infer_reshape(rule_context& cx, node_id n) {
   const shape_fact& x = cx.in_shape(n, 0);
   const content_fact& target = cx.in_content(n, 1);
@@ -246,7 +261,7 @@ inline void infer_reshape(rule_context& cx, node_id n) {
       if (i != *inferred) others.push_back(s.dims[i]);
     const std::int64_t rest = static_count(others);
     if (count >= 0 && rest > 0 && count % rest != 0) return cx.cannot_run();  // no whole -1
-    const sym q = x.known ? exact_quotient(product(x.dims), product(others)) : sym::unknown();
+    const sym q = x.known ? count_over(x.dims, others) : sym::unknown();
     s.dims[*inferred] = q.known() ? q : cx.fresh(cx.out(n), *inferred);
   } else if (const std::int64_t made = static_count(s.dims);
              count >= 0 && made >= 0 && count != made) {
