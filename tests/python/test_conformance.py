@@ -44,10 +44,6 @@ NOT_FUSED_YET: dict[tuple[str, str], str] = {
     # its target, so the Transpose must stay.
     ("transformers-4.49/gpt_bigcode_decode.ts17*", "*"): "the mask [batch, 1, dim 1 of",
     ("transformers-4.49/gpt2_eager_decode.ts17*", "*"): "is also read by Shape",
-    # DeepSeek V3's TorchScript decode step expands k and v from the cached latent by a view with
-    # a -1 head axis over the 1 + past cached tokens, which facts do not resolve to q's 4 heads
-    # (test_facts_vs_ssi.py's NOT_KNOWN_YET); its prefill and its dynamo export fuse.
-    ("*/deepseek_v3_decode.ts17*", "*"): "are not proven equal, nor one key/value head",
     # ONNX Runtime's float16 converter turns DeBERTa-v2's mask fill (float32's lowest, selected
     # by a Where before Softmax) into -65504, which as a bias would not give the same softmax;
     # the float32 exports fuse.

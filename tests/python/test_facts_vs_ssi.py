@@ -44,10 +44,6 @@ NOT_KNOWN_YET: dict[str, str] = {
     # GPTBigCode 4.49's multi-query cache is one tensor for k and v, split by a Slice of a
     # run-time size.
     "transformers-4.49/gpt_bigcode_decode.ts17*": "a Slice of a run-time size",
-    # DeepSeek V3's decode step views kv_b_proj's [batch, 1, 1 + past_sequence, 128] as
-    # [batch, 1 + past_sequence, -1, 32]: the -1 (4 heads) is the quotient of two products with
-    # the sum 1 + past_sequence in both, which facts leave unknown.
-    "transformers-5.*/deepseek_v3_decode.ts17*": "a Reshape's -1 over a product with a sum",
     # torch 2.6's dynamo export expands the class token to a shape it computes from a constant
     # the facts do not fold.
     "transformers-4.49/vit.dynamo18*": "an Expand to a computed shape",
