@@ -71,20 +71,68 @@ def layer_ops(model: onnx.ModelProto) -> dict[str, int]:
     return found
 
 
+# What a block's probabilities pass through on their way to the ·V product: views, casts, the
+# NaN guard's Where, a Dropout at inference.
+_PASSES_ON = {"Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Where", "Dropout",
+              "Identity", "Flatten"}
+
+
+def _weighs_values(softmax: onnx.NodeProto, readers: dict[str, list[onnx.NodeProto]],
+                   outputs: set[str]) -> bool:
+    """Whether a MatMul multiplies the Softmax's probabilities (as its first operand), through at
+    most 8 of _PASSES_ON: what makes a Softmax an attention block rather than, say, a top-k
+    router's weights. One whose output leaves its graph or function is counted as one."""
+    frontier, seen = [softmax.output[0]], set()
+    for _ in range(8):
+        following = []
+        for value in frontier:
+            if value in outputs:
+                return True
+            for n in readers.get(value, []):
+                if n.op_type in ("MatMul", "Einsum") and n.input[0] == value:
+                    return True
+                if n.op_type in _PASSES_ON and n.output and n.output[0] not in seen:
+                    seen.add(n.output[0])
+                    following.append(n.output[0])
+        frontier = following
+    return False
+
+
+def _readers(nodes) -> dict[str, list[onnx.NodeProto]]:
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for n in nodes:
+        for name in n.input:
+            readers.setdefault(name, []).append(n)
+    return readers
+
+
+def softmaxes_of_no_block(model: onnx.ModelProto) -> set[str]:
+    """The main graph's Softmax nodes whose probabilities no MatMul multiplies, as the report
+    names a node ("Softmax 'name'"): their near misses explain them, and are not about a block."""
+    readers, outputs = _readers(model.graph.node), {o.name for o in model.graph.output}
+    return {f"Softmax '{n.name}'" for n in model.graph.node
+            if n.op_type == "Softmax" and n.domain in ("", "ai.onnx") and
+            not _weighs_values(n, readers, outputs)}
+
+
 def attention_blocks(model: onnx.ModelProto) -> int:
-    """Softmax nodes and attention ops already fused: one per attention block in these models,
-    those inside a model-local function counted once per call."""
+    """Attention ops already fused, and Softmax nodes whose probabilities a MatMul multiplies: one
+    per attention block in these models, those inside a model-local function counted once per
+    call."""
     functions = {(f.domain, f.name): f for f in model.functions}
 
-    def count(nodes, depth=0) -> int:
+    def count(nodes, outputs: set[str], depth=0) -> int:
+        readers = _readers(nodes)
         total = 0
         for n in nodes:
             total += (n.domain, n.op_type) in FUSED_OPS
-            total += n.op_type == "Softmax" and n.domain in ("", "ai.onnx")
+            total += (n.op_type == "Softmax" and n.domain in ("", "ai.onnx") and
+                      _weighs_values(n, readers, outputs))
             if (n.domain, n.op_type) in functions and depth < 16:
-                total += count(functions[(n.domain, n.op_type)].node, depth + 1)
+                f = functions[(n.domain, n.op_type)]
+                total += count(f.node, set(f.output), depth + 1)
         return total
-    return count(model.graph.node)
+    return count(model.graph.node, {o.name for o in model.graph.output})
 
 
 @dataclass
@@ -118,15 +166,16 @@ def fuse(cli: str, source: pathlib.Path, target: str, work: pathlib.Path,
         raise RuntimeError(f"fusekit fuse {source.name} {' '.join(options)} exited "
                            f"{done.returncode}: {done.stderr.strip()}")
     report = json.loads(report_path.read_text())
+    original = onnx.load(str(source), load_external_data=False)
+    no_blocks = softmaxes_of_no_block(original)
     reasons = []
     for rule in report["rules"]:
         if not rule["name"].startswith(ATTENTION_RULES):
             continue
         for miss in rule["near_misses"]:
             text = f"[{rule['name']}] {miss['reason']}"
-            if text not in reasons:
+            if miss["anchor"] not in no_blocks and text not in reasons:
                 reasons.append(text)
-    original = onnx.load(str(source), load_external_data=False)
     fused = onnx.load(str(out), load_external_data=False)
     return outcome(attention_blocks(original), fused_ops(fused), report, out, reasons)
 

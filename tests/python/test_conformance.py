@@ -2,7 +2,8 @@
 Flux, GPT-2, LLaMA and Qwen2, listed in tests/models/manifest.json), for every target that can
 express it, fused with the fusekit CLI (FUSEKIT_CLI):
 
-* the original holds the attention blocks the manifest says;
+* the original holds the attention blocks the manifest says (a Softmax whose probabilities a
+  MatMul multiplies, or an attention op: a top-k router's Softmax is none);
 * ONNX Runtime loads the result and it matches the original on random inputs (float16 measured
   against a float32 twin; bfloat16 run by the ONNX reference evaluator), whether or not
   everything fused; where the model takes an attention_mask, also with padded and fully masked
@@ -51,10 +52,6 @@ NOT_FUSED_YET: dict[tuple[str, str], str] = {
     # DiffLlama attends twice a layer with the same q and k (once per half of v); the dynamo
     # exporter's optimizer writes the two Softmaxes as one, read by both ·V MatMuls.
     ("*/diffllama*", "*"): "is also read by MatMul",
-    # JetMoE's two top-k routers a layer (attention heads, MLP experts) each take a Softmax of
-    # the chosen experts' logits: no attention, but blocks as the suite counts them (one per
-    # Softmax); its two attention blocks fuse.
-    ("*/jetmoe*", "*"): "no MatMul computes its input within 8 nodes: these are no attention",
     # Not yet, nor ever for this target: MultiHeadAttention has no bfloat16 kernel, and these
     # exports are older than the opset-23 Attention that has one.
     ("*.bf16", "ort"): "MultiHeadAttention takes float32 or float16, not bfloat16",

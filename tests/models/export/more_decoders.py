@@ -182,12 +182,6 @@ FAMILIES.update({
     "falcon_mqa_eager": (_falcon_mqa, "eager"), "phi": (_phi, "sdpa"),
     "diffllama": (_diffllama, "sdpa"), "jetmoe": (_jetmoe, "sdpa"),
 })
-# Softmaxes a layer holds where it is not one (the block count is the conformance suite's, one
-# per Softmax): JetMoE's two top-k routers (attention heads, MLP experts) each take a Softmax of
-# the chosen experts' logits beside the attention's. (DiffLlama calls attention twice a layer,
-# once per half of v with the same q and k, but the dynamo exporter's optimizer writes the two
-# identical Softmaxes as one, read by both ·V MatMuls.)
-BLOCKS_PER_LAYER = {"jetmoe": 3}
 
 
 def _family(stem: str) -> str:
@@ -249,7 +243,7 @@ def _export(name: str, *, stem: str, exporter: str, opset: int, dtype: str = "fl
             _masks_broadcast() if torchscript else contextlib.nullcontext():
         return common.export(
             Prefill(model), args, name, family=family, exporter=exporter, opset=opset,
-            dtype=dtype, blocks=LAYERS * BLOCKS_PER_LAYER.get(stem, 1), input_names=names,
+            dtype=dtype, blocks=LAYERS, input_names=names,
             output_names=["logits"],
             dynamic={n: {0: "batch", 1: "sequence"} for n in names},
             fills={"input_ids": {"int": [0, VOCAB]}, "attention_mask": {"ones": True}},
@@ -341,7 +335,7 @@ def _export_decode(name: str, *, stem: str, exporter: str, opset: int,
             _masks_broadcast() if torchscript else contextlib.nullcontext():
         return common.export(
             decoders.DecodeStep(model), args, name, family=family, exporter=exporter,
-            opset=opset, dtype=dtype, blocks=LAYERS * BLOCKS_PER_LAYER.get(stem, 1),
+            opset=opset, dtype=dtype, blocks=LAYERS,
             input_names=["input_ids", "attention_mask", *past_names],
             output_names=["logits", *present_names], dynamic=dynamic, fills=fills,
             recheck=recheck,
