@@ -73,6 +73,12 @@ struct decoder_block {
   // [2, kv_heads, 4 / kv_heads, H]) for the MatMul, the product unfolded back to [2, 4, 1, Hv].
   bool fold_queries = false;
   std::vector<double> fold{};
+  // Gemma 2's soft-capping after the scale: tanh(s / softcap) · softcap_out (0: softcap), or
+  // with `cap_multiplies` tanh(s · cap_factor) · softcap (0: 1 / softcap in the block's type).
+  double softcap = 0;
+  double softcap_out = 0;
+  bool cap_multiplies = false;
+  double cap_factor = 0;
 
   model build() const {
     model_builder b(opset);
@@ -130,6 +136,15 @@ struct decoder_block {
     auto scores = b.op("MatMul", {q, *kt}, {}, {.name = "scores"});
     value x = b.op("Div", {scores, b.initializer("divisor", type, divisor_dims, {divisor})}, {},
                    {.name = "scaled"});
+    if (softcap > 0) {
+      const value inner =
+          cap_multiplies
+              ? b.op("Mul", {x, b.scalar(type, cap_factor > 0 ? cap_factor : 1 / softcap)})
+              : b.op("Div", {x, b.scalar(type, softcap)});
+      x = b.op("Mul",
+               {b.op("Tanh", {inner}), b.scalar(type, softcap_out > 0 ? softcap_out : softcap)}, {},
+               {.name = "capped"});
+    }
     if (select) {
       value condition;
       if (constant_triangle) {
@@ -555,6 +570,132 @@ TEST(GroupQuery, ADecodeStepsPaddingMaskIsTheBias) {
   EXPECT_EQ(gqa->input(7), "");
   EXPECT_EQ(gqa->input(10), "padding");
   fusekit::rewrite::check_invariants(m);
+}
+
+// ONNX Runtime's CUDA GroupQueryAttention refuses an attention bias at run time: there a decode
+// step's padding mask goes to MultiHeadAttention.
+TEST(GroupQuery, TheCudaProviderGivesADecodeStepsMaskToMultiHeadAttention) {
+  decoder_block spec = one_query_step();
+  spec.padding = {2, 1, 1, 4};
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(
+      m, {}, {.fused_target = target::ort, .runs_on = fusekit::rules::provider::cuda});
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["target"], "com.microsoft MultiHeadAttention");
+  EXPECT_EQ(report.fusions[0].params["group_query"],
+            "no: ONNX Runtime's CUDA GroupQueryAttention takes no attention bias");
+  fusekit::rewrite::check_invariants(m);
+}
+
+// A Shape of present k computed before the attention keeps the Concat; GroupQueryAttention reads
+// the past and the new keys apart all the same, and its own present goes unread.
+TEST(GroupQuery, ACacheReadBeforeTheAttentionStaysAndTheOpReadsPastAndNewApart) {
+  decoder_block spec = one_query_step();
+  spec.cache_shape_read = true;
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["kv_cache"],
+            "the op reads past and new keys apart; Concat kept: Shape 'cache_shape' reads "
+            "'present_k' before the attention");
+  const onnx::NodeProto* gqa = only(m, "GroupQueryAttention");
+  ASSERT_NE(gqa, nullptr);
+  EXPECT_EQ(gqa->input(3), "past_k");
+  EXPECT_EQ(gqa->input(4), "past_v");
+  EXPECT_EQ(writer_of(m, "present_k")->op_type(), "Concat");
+  EXPECT_EQ(writer_of(m, "present_v")->op_type(), "Concat");
+  fusekit::rewrite::check_invariants(m);
+  const std::string once = bytes(m);
+  EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
+  EXPECT_EQ(bytes(m), once);
+}
+
+// ---- soft-capped scores (Gemma 2): only GroupQueryAttention caps them, after the scale and
+// before the mask, as the model does
+
+// A decode step with tanh(s / 50) · 50 between its scale and its padding mask.
+decoder_block soft_capped_step() {
+  decoder_block spec = one_query_step();
+  spec.padding = {2, 1, 1, 4};
+  spec.softcap = 50;
+  return spec;
+}
+
+TEST(SoftCapping, ADecodeStepTakesGroupQueryAttentionWithTheCap) {
+  for (const bool multiplies : {false, true}) {
+    decoder_block spec = soft_capped_step();
+    // Gemma 2's x / c, or x times the reciprocal as the block's type rounds it.
+    spec.cap_multiplies = multiplies;
+    model m = spec.build();
+    const auto report = fusekit::rules::fuse_all(m);
+    ASSERT_EQ(report.fusions.size(), 1u);
+    EXPECT_EQ(report.fusions[0].params["target"], "com.microsoft GroupQueryAttention");
+    EXPECT_EQ(report.fusions[0].params["softcap"], 50.0);
+    const onnx::NodeProto* gqa = only(m, "GroupQueryAttention");
+    ASSERT_NE(gqa, nullptr);
+    EXPECT_EQ(attribute(*gqa, "softcap")->f(), 50.0f);
+    EXPECT_EQ(gqa->input(10), "padding");
+    EXPECT_EQ(only(m, "Tanh"), nullptr);
+    fusekit::rewrite::check_invariants(m);
+    const std::string once = bytes(m);
+    EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
+    EXPECT_EQ(bytes(m), once);
+  }
+}
+
+TEST(SoftCapping, NearMisses) {
+  const std::string capped =
+      "MatMul 'context': the scores are soft-capped before Softmax (tanh(s / 50) · 50, Gemma 2's "
+      "attention logit soft-capping): ";
+  // tanh(s / 30) · 50 is no cap the op computes.
+  decoder_block two_caps = soft_capped_step();
+  two_caps.softcap = 30;
+  two_caps.softcap_out = 50;
+  EXPECT_EQ(near_miss(two_caps),
+            "MatMul 'context': the scores are soft-capped as tanh(s / 30) · 50, not tanh(s / c) · "
+            "c with one c, which is the only cap the ops compute");
+  // A factor that is not 1/50 as float32 rounds it.
+  decoder_block off = soft_capped_step();
+  off.cap_multiplies = true;
+  off.cap_factor = 0.021;
+  EXPECT_EQ(near_miss(off),
+            "MatMul 'context': the scores are soft-capped as tanh(s · 0.021) · 50, not tanh(s / c) "
+            "· c with one c, which is the only cap the ops compute");
+  // A prefill with a padding mask: the op is causal, and a row the mask hides entirely would
+  // see other keys than the model's.
+  decoder_block prefill{.select = false, .kv_heads = 2, .repeat_kv = true, .softcap = 50};
+  EXPECT_EQ(near_miss(prefill),
+            capped +
+                "of the ops only GroupQueryAttention caps, and it does not take this block: "
+                "the mask is not causality alone, and q [2, 4, 5, 8] is not one query");
+  // ONNX Runtime's CUDA kernel takes no attention bias.
+  {
+    model m = soft_capped_step().build();
+    const auto report = fusekit::rules::fuse_all(
+        m, {}, {.fused_target = target::ort, .runs_on = fusekit::rules::provider::cuda});
+    EXPECT_TRUE(report.fusions.empty());
+    ASSERT_EQ(report.near_misses.size(), 1u);
+    EXPECT_EQ(report.near_misses[0].reason,
+              capped.substr(std::string("MatMul 'context': ").size()) +
+                  "of the ops only GroupQueryAttention caps, and it does not take this block: "
+                  "ONNX Runtime's CUDA GroupQueryAttention takes no attention bias");
+  }
+  // In float16 with a past the CPU provider's kernel is less accurate than the model.
+  decoder_block half = soft_capped_step();
+  half.type = dtype::float16;
+  EXPECT_EQ(near_miss(half),
+            capped +
+                "of the ops only GroupQueryAttention caps, and it does not take this block: "
+                "in float16 with a past it is less accurate on ONNX Runtime's CPU provider "
+                "(--provider cuda takes it)");
+  // Attention-23 caps after the mask in ONNX Runtime 1.23, before it later.
+  decoder_block onnx = soft_capped_step();
+  onnx.opset = 23;
+  EXPECT_EQ(near_miss(onnx, target::onnx),
+            capped +
+                "Attention-23's softcap is applied after the mask by ONNX Runtime 1.23 and "
+                "before it by later versions, so the fused model's outputs would depend on "
+                "the runtime");
 }
 
 TEST(GroupQuery, TheDynamoExportersMergedRepeatIsReadAsTheGroupedHeads) {

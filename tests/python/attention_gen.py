@@ -78,6 +78,7 @@ class Block:
     # k and v have h_kv heads, each repeated h / h_kv times in a row as transformers' repeat_kv
     # does (Unsqueeze → Expand → Reshape), after the cache
     repeat_kv: bool = False
+    softcap: float = 0.0  # > 0: Gemma 2's tanh(s / c) · c on the scaled scores, before the mask
 
     @property
     def total(self) -> int:
@@ -253,6 +254,9 @@ def build(blk: Block) -> onnx.ModelProto:
             scaled = g.op("Mul", [scale_const(blk.scale, st), scores])
         else:
             scaled = g.op("Mul", [scores, scale_const(blk.scale, st)])
+    if blk.softcap:
+        cap = g.const(np.array(blk.softcap, st), "cap")
+        scaled = g.op("Mul", [g.op("Tanh", [g.op("Div", [scaled, cap])]), cap])
     if blk.mask == "where":
         bias = g.op("Where", ["keep", g.const(np.array(0, st)),
                               g.const(np.array(-np.inf, st))])
@@ -473,6 +477,21 @@ KINDS: list[Kind] = [
                   dtype=np.float16),
          notes={"target": {"ort": "com.microsoft MultiHeadAttention",
                            "onnx": "ai.onnx Attention"}}),
+    # Soft-capped scores (Gemma 2), which only GroupQueryAttention caps: a decode step of one
+    # query, its padding mask the op's bias; with a Shape of present read before the attention,
+    # the op reads past and new apart and the Concat stays. Caps small enough to bite.
+    Kind("soft_capped_decode_step",
+         _grouped(s=1, l=1, past=lambda b, r: int(r.choice([1, 4, 7])), dtype=np.float32,
+                  mask=lambda b, r: [None, (b.b, 1, 1, b.total), (1, 1, 1, b.total)][r.integers(3)],
+                  softcap=lambda b, r: float(r.choice([0.5, 2.0, 50.0]))),
+         notes={"target": {"ort": "com.microsoft GroupQueryAttention"}},
+         breaks={"onnx": "Attention-23's softcap meets the mask in another order by runtime"}),
+    Kind("soft_capped_decode_step_cache_read_early",
+         _grouped(s=1, l=1, past=lambda b, r: int(r.choice([1, 4, 7])), dtype=np.float32,
+                  mask=lambda b, r: (b.b, 1, 1, b.total), cache_read_early=True,
+                  softcap=lambda b, r: float(r.choice([0.5, 2.0]))),
+         notes={"target": {"ort": "com.microsoft GroupQueryAttention"}},
+         breaks={"onnx": "Attention-23's softcap meets the mask in another order by runtime"}),
     Kind("nan_guard", _set(nan_guard=True)),
     # A Dropout not in training mode passes the probabilities on.
     Kind("dropout_at_inference", _set(dropout="inference")),
@@ -536,6 +555,11 @@ KINDS: list[Kind] = [
     Kind("head_broadcast_undeclared", _set(h=lambda b, r: int(r.choice([2, 4])), h_kv=1,
                                            shapes="none"),
          breaks=dict.fromkeys(BOTH, "the heads are not declared, so not proven")),
+    Kind("soft_capped_prefill_with_a_mask",
+         _grouped(s=5, l=5, dtype=np.float32, mask=lambda b, r: (b.b, 1, b.s, b.total),
+                  softcap=2.0),
+         breaks=dict.fromkeys(BOTH, "GroupQueryAttention alone caps, and it is causal: a mask "
+                                    "is more")),
     Kind("dropout_mode_read_at_run_time", _set(dropout="mode_input"),
          breaks=dict.fromkeys(BOTH, "training_mode is an input: nothing proves the Dropout "
                                     "passes the probabilities on")),

@@ -227,4 +227,19 @@ constexpr std::uint16_t float_to_bfloat16(float f) {
   return static_cast<std::uint16_t>((x + rounding) >> 16);
 }
 
+// x as a value of type t: rounded to nearest even into float32, float16 or bfloat16, as a Cast
+// or a constant of that type holds it; other types' values as they are.
+constexpr double rounded_to(double x, dtype t) {
+  switch (t) {
+    case dtype::float32:
+      return double(float(x));
+    case dtype::float16:
+      return double(half_to_float(float_to_half(float(x))));
+    case dtype::bfloat16:
+      return double(bfloat16_to_float(float_to_bfloat16(float(x))));
+    default:
+      return x;
+  }
+}
+
 }  // namespace fusekit

@@ -1,9 +1,10 @@
 // What the scaled dot-product attention rules add to the scaled scores: selects, additive masks
 // and biases as terms of the fused op's attention bias (their dims, their regrouping from 3-D
 // scores, their expansion and emission), whether the mask is causality alone (proven by
-// causal.hpp), and the refusal of soft-capped scores.
+// causal.hpp), and the cap of soft-capped scores.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -288,23 +289,38 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
   return out;
 }
 
-// Why a soft-capped block stays as it is. MultiHeadAttention has no cap. Attention-23 has
-// `softcap`, but where it applies relative to the mask changed: ONNX Runtime 1.23 caps after
-// adding the mask (−inf becomes −c, and hidden keys get weight), later versions and the ONNX
-// reference before it, as the model does; the fused model's meaning would depend on the runtime.
+// Gemma 2's soft-capping, tanh(s / c) · c: its cap c where the divisor (or the multiplier's
+// reciprocal, rounded to its own type as the model rounded it) and the factor are one positive
+// number, the only form GroupQueryAttention's `softcap` computes; else why not.
+struct soft_cap {
+  double cap = 0;
+  std::string refused{};
+};
 template <class M>
-rewrite::verdict soft_capping_refused(const graph& g, const M& m, const attention_options& o) {
+soft_cap soft_cap_of(const graph& g, const M& m) {
   const facts& f = facts_of(g);
-  const auto cap = f.real_scalar(get<"cap_out">(m));
-  const std::string c = cap ? pattern::number_text(*cap) : "c";
-  const std::string what = "the scores are soft-capped before Softmax (tanh(s / " + c + ") · " + c +
-                           ", Gemma 2's attention logit soft-capping): ";
-  if (o.fused_target == fused::target::ort)
-    return rewrite::verdict::no(what + "MultiHeadAttention has no soft-capping");
-  return rewrite::verdict::no(what +
-                              "Attention-23's softcap is applied after the mask by ONNX Runtime "
-                              "1.23 and before it by later versions, so the fused model's "
-                              "outputs would depend on the runtime");
+  // NaN for a number the facts do not know.
+  const auto known = [&](value_id v) {
+    return f.real_scalar(v).value_or(std::numeric_limits<double>::quiet_NaN());
+  };
+  const bool divides = has<"cap">(m);
+  const double out = known(get<"cap_out">(m));
+  const double in = known(divides ? get<"cap">(m) : get<"cap_inverse">(m));
+  // As the constant's own type holds it: float32's 0.021, not its double.
+  const auto text = [&](double x, value_id v) {
+    return std::isnan(x) ? std::string("an unknown number")
+                         : pattern::number_text(x, g.type(v) != dtype::float64);
+  };
+
+  const std::string form = "tanh(s " + std::string(divides ? "/ " : "· ") +
+                           text(in, divides ? get<"cap">(m) : get<"cap_inverse">(m)) + ") · " +
+                           text(out, get<"cap_out">(m));
+  if (!(out > 0) || !std::isfinite(out))
+    return {0, "the scores are soft-capped as " + form + ", with no positive cap proven"};
+  if (divides ? in != out : in != rounded_to(1 / out, g.type(get<"cap_inverse">(m))))
+    return {0, "the scores are soft-capped as " + form +
+                   ", not tanh(s / c) · c with one c, which is the only cap the ops compute"};
+  return {out};
 }
 
 }  // namespace fusekit::rules::sdpa

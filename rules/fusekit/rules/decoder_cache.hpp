@@ -41,9 +41,10 @@ inline bool is_cache(const graph& g, node_id concat) {
 
 // Why a decoder step's cache stays a Concat outside the fused op ("" when the op takes it): the
 // op must read the concatenated k and v themselves (MultiHeadAttention reads repeated heads), and
-// nothing but the replaced nodes may read present before the fused node, which computes it.
+// nothing but the replaced nodes may read present before the fused node, which computes it
+// (`readers`: that last condition checked too).
 template <class M>
-std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
+std::string cache_kept_because(const graph& g, const M& m, bool grouped, bool readers = true) {
   const value_id k_read = grouped            ? grouped_keys(g, m)
                           : has<"k_bnsh">(m) ? get<"k_bnsh">(m)
                                              : get<"k_flat">(m);
@@ -61,6 +62,7 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped) {
   if (k_cache == v_cache) return "key and value are one Concat's output";
   if (g.output(k_cache, 0) != k_read || g.output(v_cache, 0) != v_read)
     return "the op reads the repeated heads, not the cache";
+  if (!readers) return {};
   const auto nodes = m.nodes();
   for (node_id cache : {k_cache, v_cache})
     for (const use& u : g.consumers(g.output(cache, 0)))

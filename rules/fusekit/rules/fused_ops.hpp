@@ -26,6 +26,9 @@
 //   past          (B,Nkv,P,H); ONNX Runtime 1.23 then wants one batch row or one query
 //   bias          attention_bias, as MultiHeadAttention's
 //   head size     a multiple of 8 (ONNX Runtime 1.23)
+//   softcap       c · tanh(s / c) on the scaled scores, before the bias and causality
+//   CUDA          no attention bias (ONNX Runtime 1.23 refuses one at run time)
+//   CPU           not in float16 with a past (less accurate there than the model)
 // clang-format on
 //
 // float64 is refused by both: MultiHeadAttention has no float64 kernel, and Attention would compute
@@ -331,27 +334,45 @@ inline value_id three_d_of(const graph& g, value_id bnsh) {
   return heads_split_from(g, g.input(t, 0));
 }
 
-// Whether GroupQueryAttention computes a causal block with grouped heads exactly: q and the new
-// keys and values k_new, v_new (BNSH, grouped heads) as the op takes them, with or without a
-// past.
-inline verdict admits_group_query(const facts& f, value_id q, value_id k_new, value_id v_new,
-                                  bool has_past) {
-  if (own_value_head_size(f, q, v_new))
-    return verdict::no("the head size of v " + f.shape_text(v_new) + " is not proven q's " +
-                       f.shape_text(q));
-  const auto head_size = f.dim_of(q, 3)->constant();
+// A block GroupQueryAttention would compute: q and the new keys and values k_new, v_new (BNSH,
+// grouped heads) as the op takes them, with or without a past; the type it computes in; whether
+// it adds a bias; the provider that runs it.
+struct group_query_call {
+  value_id q = no_id, k_new = no_id, v_new = no_id;
+  bool has_past = false;
+  dtype type = dtype::undefined;
+  bool biased = false;
+  provider runs_on = provider::cpu;
+};
+
+// Whether GroupQueryAttention computes a causal block with grouped heads exactly, on the provider
+// that runs it.
+inline verdict admits_group_query(const facts& f, const group_query_call& c) {
+  if (c.biased && c.runs_on == provider::cuda)
+    return verdict::no("ONNX Runtime's CUDA GroupQueryAttention takes no attention bias");
+  // ONNX Runtime's CPU kernel in float16 with a past rounds more than the model's own steps:
+  // transformers 4.49's LLaMA decode step came out 4.7× the original's error against its float32
+  // twin on a padded row. MultiHeadAttention on the repeated heads does not.
+  if (c.has_past && c.type == dtype::float16 && c.runs_on == provider::cpu)
+    return verdict::no(
+        "in float16 with a past it is less accurate on ONNX Runtime's CPU provider "
+        "(--provider cuda takes it)");
+  if (own_value_head_size(f, c.q, c.v_new))
+    return verdict::no("the head size of v " + f.shape_text(c.v_new) + " is not proven q's " +
+                       f.shape_text(c.q));
+  const auto head_size = f.dim_of(c.q, 3)->constant();
   if (!head_size || *head_size % 8 != 0)
-    return verdict::no("the head size " + f.text(*f.dim_of(q, 3)) +
+    return verdict::no("the head size " + f.text(*f.dim_of(c.q, 3)) +
                        " is not a proven multiple of 8");
-  const sym* kv_heads = f.rank(k_new) == 4u ? f.dim_of(k_new, 1) : nullptr;
+  const sym* kv_heads = f.rank(c.k_new) == 4u ? f.dim_of(c.k_new, 1) : nullptr;
   if (kv_heads == nullptr || !kv_heads->constant())
-    return verdict::no("the key/value heads of " + f.shape_text(k_new) + " are not a number");
-  if (f.same_dim(q, 2, k_new, 2) != truth::yes)
-    return verdict::no("the new keys " + f.shape_text(k_new) +
-                       " are not proven as many as the queries " + f.shape_text(q));
-  if (has_past && !f.dim_of(q, 2)->is_constant(1) && !f.dim_of(q, 0)->is_constant(1))
+    return verdict::no("the key/value heads of " + f.shape_text(c.k_new) + " are not a number");
+  if (f.same_dim(c.q, 2, c.k_new, 2) != truth::yes)
+    return verdict::no("the new keys " + f.shape_text(c.k_new) +
+                       " are not proven as many as the queries " + f.shape_text(c.q));
+  if (c.has_past && !f.dim_of(c.q, 2)->is_constant(1) && !f.dim_of(c.q, 0)->is_constant(1))
     return verdict::no("with a past it takes one query or one batch row, and q is " +
-                       f.shape_text(q));
+                       f.shape_text(c.q));
   return verdict::yes();
 }
 
@@ -378,6 +399,9 @@ struct operands {
   std::string past_k{}, past_v{};
   bool causal = false;
   std::int64_t group_query_kv_heads = 0;
+  // GroupQueryAttention's `softcap`: c · tanh(s / c) on the scaled scores, before the mask (0 for
+  // none; only that op takes one).
+  double softcap = 0;
 };
 
 // What the emitted op computes: attention, and with a past cache the present one (BNSH).
@@ -485,10 +509,11 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
       inputs.resize(10);
       inputs.push_back(in.bias);
     }
+    std::vector<build::attr> own{{"num_heads", num_heads},
+                                 {"kv_num_heads", in.group_query_kv_heads}};
+    if (in.softcap > 0) own.emplace_back("softcap", in.softcap);
     r = outputs_of(
-        e.ops("GroupQueryAttention", inputs,
-              attributes({{"num_heads", num_heads}, {"kv_num_heads", in.group_query_kv_heads}}),
-              "com.microsoft", 3));
+        e.ops("GroupQueryAttention", inputs, attributes(std::move(own)), "com.microsoft", 3));
   } else {
     e.note("target", "com.microsoft MultiHeadAttention");
     // Inputs 3 and 4 (bias, key padding mask) stay empty; 5 is the attention bias, 6 and 7 the

@@ -21,7 +21,10 @@
 //   a mask that is causality alone (Trilu, a constant lower triangle) and as many queries as
 //   keys: no bias; MultiHeadAttention unidirectional, Attention is_causal
 //   grouped heads, target ort, causal (that mask, or one query): GroupQueryAttention on the
-//   grouped k and v, (B,S,D) each
+//   grouped k and v, (B,S,D) each; soft-capped scores, tanh(s / c) · c after the scale: its
+//   softcap c, and there alone
+//   a decode step whose present a node reads before the attention: the Concat stays for it,
+//   GroupQueryAttention reads past and new apart all the same
 //   target ort reads q, k and v as the (B,L,D) values their heads were split from, where each
 //   is Transpose(0,2,1,3) of such a split (k and v both or neither): no transposes before the op
 //
@@ -44,7 +47,7 @@
 //   heads_in_batch.hpp  the bmm form, heads merged into the batch axis (Bloom, older eager
 //                       BART, Whisper, OPT, CLIP)
 //   bias_terms.hpp      selects, masks and biases added to the scores; whether the mask is
-//                       causality alone (proven by causal.hpp); soft-capping refused
+//                       causality alone (proven by causal.hpp); the soft cap's one c
 //   decoder_cache.hpp   a decode step's Concat(past, new) cache, and joined streams that are
 //                       no cache (SD3's text and image tokens)
 //   folded_query_heads.hpp  a grouped decode step's query heads folded into the query axis
@@ -110,8 +113,8 @@ inline constexpr auto logits = any_of(
     op<"Div">(widened,
               capture<"divisor_folded">.proven_value("a scalar of known value", folded_scalar)),
     widened);
-// Gemma 2's logit soft-capping, tanh(s / c) · c on the scaled scores before the mask: matched so
-// that the refusal can say what the block does, which neither fused op computes as the model does.
+// Gemma 2's logit soft-capping, tanh(s / c) · c on the scaled scores before the mask, which only
+// GroupQueryAttention computes (soft_capping_refused says where).
 inline constexpr auto soft_capped =
     commutative(
         op<"Mul">(
@@ -167,12 +170,105 @@ inline bool softmax_upstream(const graph& g, node_id n) {
   return false;
 }
 
+// Why a decode step's cache stays outside the op ("" when the op takes it, "no cache" for a
+// block without one): the cache's own reasons, then its type, which the op writes present in.
+template <class M>
+std::string kept_cache_because(const graph& g, const M& m, bool grouped, dtype op_type,
+                               bool readers = true) {
+  if (!is_cache(g, get<"k_cache">(m)) && !is_cache(g, get<"v_cache">(m))) return "no cache";
+  if (std::string kept = cache_kept_because(g, m, grouped, readers); !kept.empty()) return kept;
+  for (const value_id x : {get<"k_past">(m), get<"v_past">(m), get<"k_new">(m), get<"v_new">(m)})
+    if (g.type(x) != op_type)
+      return "the op computes in " + std::string(dtype_name(op_type)) + ", the cache is " +
+             std::string(dtype_name(g.type(x)));
+  return {};
+}
+
+// Whether target ort computes the block with GroupQueryAttention: on the model's grouped key/value
+// heads (before repeat_kv), causal as the op always is. `candidate`: the block is one it could
+// take, so that `declined` (why it does not) is worth the report. `kept`: why the cache stays a
+// Concat ("" where the op writes present); `reads_past`: the op reads the past and the new keys
+// apart all the same, where the Concat stays only for nodes that read present before the op
+// (its own present then goes unread).
+struct group_query_choice {
+  std::int64_t kv_heads = 0;
+  bool candidate = false;
+  std::string declined{};
+  std::string kept{};
+  bool reads_past = false;
+};
+template <class M>
+group_query_choice group_query_of(const graph& g, const M& m, const attention_options& o,
+                                  const fused::attention_call& call, bool causal) {
+  const facts& f = facts_of(g);
+  const value_id q = query(g, m);
+  const value_id k_grouped = grouped_keys(g, m), v_grouped = grouped_values(g, m);
+  if (o.fused_target != fused::target::ort) return {.declined = "the target is onnx"};
+  if (k_grouped == no_id || v_grouped == no_id)
+    return {.declined = "k and v are not key/value heads the model repeats for q's heads"};
+  // A mask that is causality alone, or one query, which causality shows every key (a decode
+  // step; its mask, if any, is the op's bias).
+  if (!causal && !f.dim_of(q, 2)->is_constant(1))
+    return {.declined =
+                "the mask is not causality alone, and q " + f.shape_text(q) + " is not one query"};
+  group_query_choice c{.candidate = true};
+  const bool has_cache = is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m));
+  c.kept = kept_cache_because(g, m, true, call.type);
+  c.reads_past = has_cache && kept_cache_because(g, m, true, call.type, false).empty();
+  const value_id k_new = c.reads_past ? get<"k_new">(m) : k_grouped;
+  const value_id v_new = c.reads_past ? get<"v_new">(m) : v_grouped;
+  const bool biased = !causal && (has<"select">(m) || has<"mask">(m) || has<"bias">(m));
+  if (auto refused = fused::admits_group_query(f, {.q = q,
+                                                   .k_new = k_new,
+                                                   .v_new = v_new,
+                                                   .has_past = c.reads_past,
+                                                   .type = call.type,
+                                                   .biased = biased,
+                                                   .runs_on = o.runs_on});
+      !refused) {
+    // Where the cache stays outside, the op's new keys are the whole cache: why it stays.
+    c.declined = refused.reason;
+    if (has_cache && !c.reads_past) c.declined += " (the cache stays a Concat: " + c.kept + ")";
+    return c;
+  }
+  c.kv_heads = *f.dim_of(k_new, 1)->constant();
+  return c;
+}
+
+// The cap of soft-capped scores, which only GroupQueryAttention applies (its `softcap`, after the
+// scale and before the mask, as the model does); 0 where the block has none. Attention-23 has
+// `softcap` too, but where it applies relative to the mask changed: ONNX Runtime 1.23 caps after
+// adding the mask (−inf becomes −c, and hidden keys get weight), later versions and the ONNX
+// reference before it; the fused model's meaning would depend on the runtime.
+template <class M>
+rewrite::verdict soft_capping_refused(const graph& g, const M& m, const attention_options& o,
+                                      const fused::attention_call& call) {
+  if (!has<"softcap">(m)) return rewrite::verdict::yes();
+  const soft_cap cap = soft_cap_of(g, m);
+  if (!cap.refused.empty()) return rewrite::verdict::no(cap.refused);
+  const std::string what = "the scores are soft-capped before Softmax (tanh(s / " +
+                           pattern::number_text(cap.cap) + ") · " + pattern::number_text(cap.cap) +
+                           ", Gemma 2's attention logit "
+                           "soft-capping): ";
+  if (o.fused_target == fused::target::onnx)
+    return rewrite::verdict::no(what +
+                                "Attention-23's softcap is applied after the mask by ONNX Runtime "
+                                "1.23 and before it by later versions, so the fused model's "
+                                "outputs would depend on the runtime");
+  const group_query_choice c = group_query_of(g, m, o, call, causal_alone(g, m));
+  if (c.kv_heads == 0)
+    return rewrite::verdict::no(what +
+                                "of the ops only GroupQueryAttention caps, and it does not "
+                                "take this block: " +
+                                c.declined);
+  return rewrite::verdict::yes();
+}
+
 // The checks across captures that a pattern cannot express; what the fused op itself needs is
 // its contract's (fused::admits).
 template <class M>
 rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts) {
   using rewrite::verdict;
-  if (has<"softcap">(m)) return soft_capping_refused(g, m, opts);
   if (auto refused = heads_in_batch_refused(g, m); !refused) return refused;
   if (auto refused = packed_refused(g, m); !refused) return refused;
   const value_id q = query(g, m);
@@ -204,6 +300,7 @@ rewrite::verdict guard(const graph& g, const M& m, const attention_options& opts
                        ": neither type holds the other exactly, to compute both in");
   }
   if (auto refused = fused::admits(g, c, opts); !refused) return refused;
+  if (auto refused = soft_capping_refused(g, m, opts, c); !refused) return refused;
   // Casts are the model's precision, read by the policy (fused_ops.hpp): the op keeps the
   // softmax and the steps before it in float32, so one run wider than that would become narrower.
   const node_id softmax = get<"softmax">(m);
@@ -302,19 +399,10 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   const bool both_grouped = k_grouped != no_id && v_grouped != no_id;
   const bool has_cache = is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m));
   // Attention takes grouped key/value heads as they are, before repeat_kv; so does
-  // GroupQueryAttention, always causal, where the block is causal too: a mask that is causality
-  // alone, or one query, which causality shows every key (a decode step; its mask, if any, is
-  // the op's bias).
-  bool group_query = !onnx && both_grouped && (causal || f.dim_of(query(g, m), 2)->is_constant(1));
-  // ONNX Runtime's CPU GroupQueryAttention in float16 with a past rounds more than the model's
-  // own steps: transformers 4.49's LLaMA decode step came out 4.7× the original's error against
-  // its float32 twin on a padded row. MultiHeadAttention on the repeated heads does not.
-  if (group_query && has_cache && call.type == dtype::float16 && o.runs_on == provider::cpu) {
-    e.note("group_query",
-           "no: in float16 with a past it is less accurate on ONNX Runtime's CPU "
-           "provider (--provider cuda takes it)");
-    group_query = false;
-  }
+  // GroupQueryAttention where it computes the block.
+  const group_query_choice choice = group_query_of(g, m, o, call, causal);
+  const bool group_query = choice.kv_heads > 0;
+  if (choice.candidate && !group_query) e.note("group_query", "no: " + choice.declined);
   if (call.bias_expanded_over_keys)
     e.note("bias_keys", "expanded to v's key length, as the model's Add broadcast it");
   if (call.bias_expanded_over_queries)
@@ -324,29 +412,8 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
     e.note("kv_heads",
            "repeated: ONNX Runtime's Attention takes a mask per query head only for "
            "as many key/value heads");
-  std::string kept =
-      has_cache ? cache_kept_because(g, m, onnx_grouped || group_query) : std::string("no cache");
-  // The op writes present in the type it computes in: a cache of another type stays outside.
-  if (kept.empty())
-    for (const value_id x : {get<"k_past">(m), get<"v_past">(m), get<"k_new">(m), get<"v_new">(m)})
-      if (g.type(x) != call.type) {
-        kept = "the op computes in " + std::string(dtype_name(call.type)) + ", the cache is " +
-               std::string(dtype_name(g.type(x)));
-        break;
-      }
-  std::int64_t group_query_kv_heads = 0;
-  if (group_query) {
-    const value_id k_new = kept.empty() ? get<"k_new">(m) : k_grouped;
-    const value_id v_new = kept.empty() ? get<"v_new">(m) : v_grouped;
-    if (auto refused = fused::admits_group_query(f, query(g, m), k_new, v_new, kept.empty());
-        refused) {
-      group_query_kv_heads = *f.dim_of(k_new, 1)->constant();
-    } else {
-      e.note("group_query", "no: " + refused.reason);
-      group_query = false;
-      if (has_cache) kept = cache_kept_because(g, m, false);
-    }
-  }
+  std::string kept = group_query ? choice.kept : kept_cache_because(g, m, onnx_grouped, call.type);
+  const std::int64_t group_query_kv_heads = choice.kv_heads;
   const bool grouped = onnx_grouped || group_query;
   // One key/value head broadcast by the MatMuls, expanded to q's heads: MultiHeadAttention takes
   // one head count, and ONNX Runtime's Attention a mask per query head only for as many
@@ -374,7 +441,9 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
                      .merged_shape = merged ? e.value(g.input(m.root(), 1)) : "",
                      .zero_hidden_rows = has<"p">(m),
                      .causal = causal,
-                     .group_query_kv_heads = group_query_kv_heads};
+                     .group_query_kv_heads = group_query_kv_heads,
+                     .softcap = has<"softcap">(m) ? soft_cap_of(g, m).cap : 0.0};
+  if (in.softcap > 0) e.note("softcap", in.softcap);
   // MultiHeadAttention takes one head count: folded query heads' keys and values repeated for it.
   if (!onnx && !grouped && packed(g, m)) {
     e.note("kv_heads", "repeated for MultiHeadAttention's one head count");
@@ -401,6 +470,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
   in.k = widened(in.k, grouped ? k_grouped : call.kt);
   in.v = widened(in.v, grouped ? v_grouped : values(g, m));
   const bool absorbed = has_cache && kept.empty();
+  const bool apart = absorbed || (group_query && choice.reads_past);
   // The [B, L, N·H] values the model made q, k and v from, where the op can read them as they
   // are: of the op's type (nothing widened), and the operands the op reads, not repeated or
   // expanded here.
@@ -409,10 +479,10 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
       return x != no_id && g.type(x) == call.type ? e.value(x) : std::string();
     };
     in.q_bsd = three_d(fused::three_d_of(g, query(g, m)));
-    const value_id k = absorbed  ? fused::three_d_of(g, get<"k_new">(m))
+    const value_id k = apart     ? fused::three_d_of(g, get<"k_new">(m))
                        : grouped ? fused::three_d_of(g, k_grouped)
                                  : key_three_d(g, m);
-    const value_id v = fused::three_d_of(g, absorbed  ? get<"v_new">(m)
+    const value_id v = fused::three_d_of(g, apart     ? get<"v_new">(m)
                                             : grouped ? v_grouped
                                                       : values(g, m));
     in.k_bsd = three_d(k);
@@ -423,8 +493,10 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
     for (const bias_term& t : bias_terms(g, m)) casts_added += term_type(g, t) != call.type;
   }
   if (has_cache)
-    e.note("kv_cache", absorbed ? "past and present in the fused op" : "Concat kept: " + kept);
-  if (absorbed) {
+    e.note("kv_cache", absorbed ? "past and present in the fused op"
+                       : apart  ? "the op reads past and new keys apart; Concat kept: " + kept
+                                : "Concat kept: " + kept);
+  if (apart) {
     in.k = e.value(get<"k_new">(m)), in.past_k = e.value(get<"k_past">(m));
     in.v = e.value(get<"v_new">(m)), in.past_v = e.value(get<"v_past">(m));
   }

@@ -168,20 +168,8 @@ inline content_fact as_reals(const content_fact& x) {
   }
   return c;
 }
-inline double rounded(double x, dtype t) {
-  switch (t) {
-    case dtype::float32:
-      return double(float(x));
-    case dtype::float16:
-      return double(half_to_float(float_to_half(float(x))));
-    case dtype::bfloat16:
-      return double(bfloat16_to_float(float_to_bfloat16(float(x))));
-    default:
-      return x;
-  }
-}
 inline void round_all(content_fact& c, dtype t) {
-  for (double& e : c.reals) e = rounded(e, t);
+  for (double& e : c.reals) e = rounded_to(e, t);
 }
 
 // How many elements an element-wise result of shape s folds to: s all numbers and small, and

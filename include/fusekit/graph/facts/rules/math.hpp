@@ -67,7 +67,7 @@ inline content_fact fold_elementwise(rule_context& cx, node_id n, std::string_vi
         z = std::pow(x, y);
       else
         return {};
-      r.reals.push_back(rounded(z, cx.g.type(cx.out(n))));
+      r.reals.push_back(rounded_to(z, cx.g.type(cx.out(n))));
       continue;
     }
     if (a.real || b.real) return {};
