@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "fusekit/graph/model_builder.hpp"
@@ -15,6 +16,7 @@ namespace {
 
 using fusekit::dtype;
 using fusekit::model;
+using fusekit::build::dim_spec;
 using fusekit::build::model_builder;
 using fusekit::build::value;
 using fusekit::testing::bytes;
@@ -42,6 +44,15 @@ std::string nodes_of(const model& m) {
 
 // Runs the named rules (all the library's where none are named); expects nothing to change and
 // returns every near miss, one a line.
+// The elements of constant `name`, as a rule reads them.
+std::vector<double> constant_values(const model& m, std::string_view name) {
+  const fusekit::graph g(m);
+  const fusekit::tensor_values values(*g.constant_tensor(*g.find_value(name)), m.directory());
+  std::vector<double> out;
+  for (std::int64_t i = 0; i < values.size(); ++i) out.push_back(values.as_double(i));
+  return out;
+}
+
 std::string near_misses(model m, std::vector<std::string> rules = {}, target t = target::ort) {
   const std::string before = bytes(m);
   const auto report = fusekit::rules::fuse_all(m, {.rules = std::move(rules)}, on(t));
@@ -278,20 +289,31 @@ struct rms_norm_spec {
   dtype computed = dtype::float32;  // the statistics' type: the Casts' target
   bool gemma = false;
   double epsilon = 1e-6;
+  // Scaled by no weight: by a scalar (DiffLlama's head norm times 1 − λ), or by nothing (torch's
+  // RMSNorm without elementwise_affine).
+  enum class scaling { weight, scalar, none } scaled = scaling::weight;
+  bool hidden_named = false;  // the last axis a name, not a number
 
   model build() const {
     model_builder b(opset);
-    auto x = b.input("x", type, {2, "S", 16});
+    const std::vector<dim_spec> dims{2, "S", hidden_named ? dim_spec("H") : dim_spec(16)};
+    auto x = b.input("x", type, dims);
     auto wide = b.op("Cast", {x}, {{"to", computed}});
     auto square = b.op("Pow", {wide, b.scalar(computed, 2.0)});
     auto mean =
         b.op("ReduceMean", {square}, {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", 1}});
     auto rms = b.op("Sqrt", {b.op("Add", {mean, b.scalar(computed, epsilon)})});
     auto normed = b.op("Mul", {wide, b.op("Reciprocal", {rms})});
-    value weight = b.initializer("weight", type, {16}, std::vector<double>(16, 0.5));
+    if (scaled == scaling::none) {
+      b.output(b.op("Cast", {normed}, {{"to", type}}, {.name = "y"}), type, dims);
+      return b.build_model();
+    }
+    value weight = scaled == scaling::scalar
+                       ? b.scalar(type, 0.8)
+                       : b.initializer("weight", type, {16}, std::vector<double>(16, 0.5));
     if (gemma) weight = b.op("Add", {b.scalar(type, 1.0), weight}, {}, {.name = "one_plus_w"});
     b.output(b.op("Mul", {weight, b.op("Cast", {normed}, {{"to", type}})}, {}, {.name = "y"}), type,
-             {2, "S", 16});
+             dims);
     return b.build_model();
   }
 };
@@ -310,6 +332,33 @@ TEST(NormRules, AnRmsNormBecomesSimplifiedLayerNormalization) {
   model standard = rms_norm_spec{.opset = 23}.build();
   fusekit::rules::fuse_all(standard, {}, on(target::onnx));
   EXPECT_EQ(nodes_of(standard), "RMSNormalization(x, weight) -> y\n");
+}
+
+// The op's scale is that number in every element of the last axis; 1 where nothing scales.
+TEST(NormRules, AnRmsNormScaledByAScalarOrByNothingTakesThatNumberAsItsScale) {
+  using scaling = rms_norm_spec::scaling;
+  for (const auto& [scaled, value] :
+       {std::pair{scaling::scalar, double(0.8f)}, {scaling::none, 1.0}}) {
+    model m = rms_norm_spec{.scaled = scaled}.build();
+    EXPECT_EQ(fusekit::rules::fuse_all(m).fusions.size(), 1u);
+    // Unscaled, the model's Cast back to x's type (here float32 to float32) follows the norm.
+    const std::vector<std::string> expected =
+        scaled == scaling::none ? std::vector<std::string>{"SimplifiedLayerNormalization", "Cast"}
+                                : std::vector<std::string>{"SimplifiedLayerNormalization"};
+    EXPECT_EQ(op_types(m), expected);
+    const auto& norm = m.proto.graph().node(0);
+    EXPECT_EQ(norm.op_type(), "SimplifiedLayerNormalization");
+    EXPECT_EQ(constant_values(m, norm.input(1)), std::vector<double>(16, value));
+  }
+  // A last axis of no known length: the scalar expanded to it at run time.
+  model named = rms_norm_spec{.scaled = scaling::scalar, .hidden_named = true}.build();
+  fusekit::rules::fuse_all(named);
+  EXPECT_EQ(nodes_of(named),
+            "Shape(x) -> rms-normalization/Shape_0/out_0\n"
+            "Gather(rms-normalization/Shape_0/out_0, rms-normalization/const_0) -> "
+            "rms-normalization/Gather_0/out_0\n"
+            "Expand(init_9, rms-normalization/Gather_0/out_0) -> rms-normalization/Expand_0/out_0\n"
+            "SimplifiedLayerNormalization(x, rms-normalization/Expand_0/out_0) -> y\n");
 }
 
 TEST(NormRulesNearMiss, AFloat16IslandStaysTheCpuProvidersFloat32) {

@@ -7,18 +7,22 @@
 //   ==>         x, γ, β? ── LayerNormalization(axis -1, epsilon ε) ── y
 //
 //   RMSNorm:    x ─┬─ Pow(·, 2) | x·x ── ReduceMean ── Add(·, ε) ── Sqrt ─┐
-//                  └──────────────── ·Reciprocal | Div | ·(1 ÷ ·) ───────┴─ Mul(·, w) ── y
+//                  └──────────────── ·Reciprocal | Div | ·(1 ÷ ·) ───────┴─ [Mul(·, w | s)] ── y
 //   ==>         x, w ── SimplifiedLayerNormalization (target ort) | RMSNormalization (target onnx,
 //               opset ≥ 23), axis -1, epsilon ε ── y
+//               (a scalar s: w = s in every element; no Mul at all, torch's RMSNorm without
+//               elementwise_affine: w = 1)
 //
 // Both reduce over the last axis only, keeping it (keepdims 1); ε is a constant at least 0; γ, β
 // and w are vectors of the last axis (transformers' Gemma multiplies by 1 + w: any such vector
-// value is the scale). The statistics may run in float32 on a float16 x (torch's `.float()` and
-// converters' float32 islands: Casts in and out, crossed by the pattern), never narrower than x,
-// since the fused ops compute in float32 (stash_type 1); y is of x's type.
+// value is the scale), s a scalar (DiffLlama scales its unweighted head norm by 1 − λ). The
+// statistics may run in float32 on a float16 x (torch's `.float()` and converters' float32 islands:
+// Casts in and out, crossed by the pattern), never narrower than x, since the fused ops compute in
+// float32 (stash_type 1); y is of x's type.
 #pragma once
 
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -60,10 +64,32 @@ inline constexpr auto hidden_vector = [](auto c) {
   return c.template proven_rank<1>().template same_dim<0, "x", -1>();
 };
 
+// Whether what n computes (through Casts) is multiplied by a vector or a scalar: the scaled
+// RMSNorm whose match, rooted at that Mul, takes it or says why not.
+inline bool scaled_after(const graph& g, node_id n) {
+  const facts& f = facts_of(g);
+  for (const use& u : g.consumers(g.output(n, 0))) {
+    if (!g.domain(u.node).empty()) continue;
+    if (g.op_type(u.node) == "Cast" && scaled_after(g, u.node)) return true;
+    if (g.op_type(u.node) != "Mul") continue;
+    const auto rank = f.rank(g.input(u.node, u.slot == 0 ? 1 : 0));
+    if (rank && *rank <= 1) return true;
+  }
+  return false;
+}
+
 inline constexpr auto x = through_casts(capture<"x">);
 inline constexpr auto centred = capture<"centred">(op<"Sub">(x, mean_last(x)));
 inline constexpr auto layer_normed = divided(centred, root_mean_square(capture<"centred">));
 inline constexpr auto rms_normed = divided(x, root_mean_square(x));
+// The RMSNorm that nothing scales after it: rooted at its division.
+inline constexpr auto unscaled_rms_normed = [] {
+  constexpr auto last = [](const graph& g, node_id n) { return !scaled_after(g, n); };
+  constexpr const char* text = "is scaled by no vector or scalar after it";
+  constexpr auto d = root_mean_square(x);
+  return any_of(op<"Div">(x, d).where(text, last), mul(x, op<"Reciprocal">(d)).where(text, last),
+                mul(x, op<"Div">(constant_scalar<"one">.value(1.0), d)).where(text, last));
+}();
 
 }  // namespace norm_forms
 
@@ -133,7 +159,9 @@ struct rms_normalization {
   static constexpr std::string_view name = "rms-normalization";
   static constexpr auto pattern = [] {
     using namespace norm_forms;
-    return mul(through_casts(rms_normed), hidden_vector(capture<"scale">));
+    return any_of(mul(through_casts(rms_normed), hidden_vector(capture<"scale">)),
+                  mul(through_casts(rms_normed), capture<"factor">.template proven_rank<0>()),
+                  unscaled_rms_normed);
   }();
 
   static bool resembles(const graph& g, node_id n) {
@@ -147,11 +175,29 @@ struct rms_normalization {
     return layer::admits_opset(g, o.fused_target, op, 23);
   }
 
-  static void emit(const graph&, const auto& m, rewrite::emitter& e, const options& o) {
-    e.replace_root(
-        e.op(o.fused_target == target::ort ? "SimplifiedLayerNormalization" : "RMSNormalization",
-             {e.value(get<"x">(m)), e.value(get<"scale">(m))},
-             {{"axis", -1}, {"epsilon", get<"epsilon">(m)}}));
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e, const options& o) {
+    e.replace_root(e.op(
+        o.fused_target == target::ort ? "SimplifiedLayerNormalization" : "RMSNormalization",
+        {e.value(get<"x">(m)), scale(g, m, e)}, {{"axis", -1}, {"epsilon", get<"epsilon">(m)}}));
+  }
+
+ private:
+  // The op's scale: w, or s (1 where nothing scales) in every element of x's last axis: a
+  // constant where the facts know both, else expanded at run time.
+  static std::string scale(const graph& g, const auto& m, rewrite::emitter& e) {
+    if (has<"scale">(m)) return e.value(get<"scale">(m));
+    const facts& f = facts_of(g);
+    const value_id x = get<"x">(m), y = g.output(m.root(), 0);
+    const dtype t = g.type(y);
+    const auto value = has<"factor">(m) ? f.real_scalar(get<"factor">(m)) : std::optional(1.0);
+    const auto rank = f.rank(x);
+    const auto hidden = rank && *rank > 0 ? f.dim_of(x, int(*rank) - 1)->constant() : std::nullopt;
+    if (value && hidden)
+      return e.constant(t, {*hidden}, std::vector<double>(std::size_t(*hidden), *value));
+    const std::string s = has<"factor">(m) ? e.value(get<"factor">(m)) : e.constant(t, {}, {1.0});
+    const std::string last =
+        e.op("Gather", {e.op("Shape", {e.value(x)}), e.constant(dtype::int64, {1}, {-1.0})});
+    return e.op("Expand", {s, last});
   }
 };
 
