@@ -3,6 +3,7 @@
 // the real exports, padded and fully masked rows included, is tests/python/test_conformance.py.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <optional>
@@ -844,6 +845,94 @@ TEST(GroupQuery, NearMissesStayMultiHeadAttention) {
   // Causality and padding summed: GroupQueryAttention has no bias to carry the padding.
   EXPECT_EQ(group_query_note({.kv_heads = 2, .repeat_kv = true, .constant_triangle = true}),
             "com.microsoft MultiHeadAttention");
+}
+
+// ---- differential attention (DiffLlama): one softmax's probabilities times each half of v
+
+// p = Softmax(q·kᵀ / √8), then Concat(Transpose(p·v₁), Transpose(p·v₂)) on `axis`, as the dynamo
+// exporter writes DiffLlama's two attention calls with one q and k; `identity_view` puts a
+// Reshape to the product's own shape before each Transpose (its decode step), `v2_heads` gives
+// v₂ another head count (broadcast by its MatMul), `one_turned` transposes the first product only
+// (as many tokens as heads, so that both join).
+struct differential_block {
+  std::int64_t axis = -1;
+  bool identity_view = false;
+  std::int64_t v2_heads = 4;
+  bool one_turned = false;
+
+  model build() const {
+    model_builder b(17);
+    const std::int64_t n = one_turned ? 4 : 5;
+    auto q = b.input("q", dtype::float32, {2, 4, n, 8});
+    auto k = b.input("k", dtype::float32, {2, 4, n, 8});
+    auto v1 = b.input("v1", dtype::float32, {2, 4, n, 8});
+    auto v2 = b.input("v2", dtype::float32, {2, v2_heads, n, 8});
+    auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+    auto scores =
+        b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float32, 1 / std::sqrt(8.0))});
+    auto p = b.op("Softmax", {scores}, {{"axis", -1}}, {.name = "softmax"});
+    auto half = [&](value v, bool turned) {
+      value y = b.op("MatMul", {p, v});
+      if (identity_view)
+        y = b.op("Reshape", {y, b.initializer(dtype::int64, {4}, {2, 4, double(n), 8})});
+      return turned ? b.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}}) : y;
+    };
+    b.output(b.op("Concat", {half(v1, true), half(v2, !one_turned)}, {{"axis", axis}},
+                  {.name = "joined"}),
+             dtype::float32,
+             dims(axis == -1 ? std::vector<std::int64_t>{2, n, 4, 16}
+                             : std::vector<std::int64_t>{2, n, 8, 8}));
+    return b.build_model();
+  }
+};
+
+TEST(DifferentialAttention, TwoProductsOfOneSoftmaxAreOneBlockOnVWhole) {
+  for (const bool identity_view : {false, true}) {
+    model m = differential_block{.identity_view = identity_view}.build();
+    const auto report = fusekit::rules::fuse_all(m);
+    // The products join first, then the block on v whole fuses, v of head size 16.
+    ASSERT_EQ(report.fusions.size(), 2u);
+    EXPECT_EQ(report.fusions[0].rule, "differential-attention-values");
+    EXPECT_EQ(report.fusions[1].params["value_head_size"], "v's own: k and v read 3-D");
+    const auto types = op_types(m);
+    EXPECT_EQ(std::count(types.begin(), types.end(), "MultiHeadAttention"), 1);
+    EXPECT_EQ(std::count(types.begin(), types.end(), "Softmax"), 0);
+    EXPECT_EQ(std::count(types.begin(), types.end(), "MatMul"), 0);
+    const onnx::NodeProto* concat = only(m, "Concat");
+    ASSERT_NE(concat, nullptr);
+    EXPECT_EQ(std::vector<std::string>(concat->input().begin(), concat->input().end()),
+              (std::vector<std::string>{"v1", "v2"}));
+    fusekit::rewrite::check_invariants(m);
+    const std::string once = bytes(m);
+    EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
+    EXPECT_EQ(bytes(m), once);
+  }
+}
+
+// The near misses of the join, each leaving the model as it is (the attention rule's own near
+// miss, the second product outside its block, is not the one asked for here).
+std::string join_near_miss(const differential_block& spec) {
+  model m = spec.build();
+  const std::string before = bytes(m);
+  const auto report = fusekit::rules::fuse_all(m, {.rules = {"differential-attention-values"}});
+  EXPECT_EQ(bytes(m), before);
+  if (report.near_misses.size() != 1)
+    return "near misses: " + std::to_string(report.near_misses.size());
+  return report.near_misses[0].anchor + ": " + report.near_misses[0].reason;
+}
+
+TEST(DifferentialAttention, NearMisses) {
+  // Joined on the heads: not the products' last axis, so not v's.
+  EXPECT_EQ(join_near_miss({.axis = 2}),
+            "Concat 'joined': Concat 'joined' joins the products on another axis than their last "
+            "(v's head size)");
+  // v₂ of one head, broadcast by its MatMul: v₁ and v₂ do not join.
+  EXPECT_EQ(join_near_miss({.v2_heads = 1}),
+            "Concat 'joined': v₁ [2, 4, 5, 8] and v₂ [2, 1, 5, 8] are not proven to agree in every "
+            "dim but the last");
+  // One product transposed, the other not: no one view of the product on v whole.
+  EXPECT_EQ(join_near_miss({.one_turned = true}),
+            "Concat 'joined': the two products are not viewed alike before the Concat");
 }
 
 // ---- the contracts of the fused ops, one class of refusal each

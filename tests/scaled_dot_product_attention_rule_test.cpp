@@ -102,16 +102,18 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
   EXPECT_EQ(report.rules, std::vector<std::string>(names.begin(), names.end()));
   EXPECT_EQ(report.rules,
             (std::vector<std::string>{
-                "scaled-dot-product-attention-head-merge", "scaled-dot-product-attention",
-                "layer-normalization", "rms-normalization", "gelu", "gelu-tanh", "rotary-embedding",
-                "rotary-embedding-interleaved", "partial-rotary-embedding",
-                "skip-layer-normalization", "skip-rms-normalization", "bias-gelu", "quick-gelu"}));
+                "differential-attention-values", "scaled-dot-product-attention-head-merge",
+                "scaled-dot-product-attention", "layer-normalization", "rms-normalization", "gelu",
+                "gelu-tanh", "rotary-embedding", "rotary-embedding-interleaved",
+                "partial-rotary-embedding", "skip-layer-normalization", "skip-rms-normalization",
+                "bias-gelu", "quick-gelu"}));
   // Target onnx runs the rules whose ops ONNX has.
   model standard = block{}.build();
   attention_options onnx_target;
   onnx_target.fused_target = attention_options::target::onnx;
   EXPECT_EQ(fusekit::rules::fuse_all(standard, {}, onnx_target).rules,
-            (std::vector<std::string>{"scaled-dot-product-attention-head-merge",
+            (std::vector<std::string>{"differential-attention-values",
+                                      "scaled-dot-product-attention-head-merge",
                                       "scaled-dot-product-attention", "layer-normalization",
                                       "rms-normalization", "gelu", "gelu-tanh", "rotary-embedding",
                                       "rotary-embedding-interleaved", "partial-rotary-embedding"}));

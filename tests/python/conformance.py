@@ -71,48 +71,67 @@ def layer_ops(model: onnx.ModelProto) -> dict[str, int]:
     return found
 
 
-# What a block's probabilities pass through on their way to the ·V product: views, casts, the
-# NaN guard's Where, a Dropout at inference.
-_PASSES_ON = {"Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Where", "Dropout",
-              "Identity", "Flatten"}
+# What passes a block's probabilities on to the ·V product, and at which of its inputs: views,
+# casts, the NaN guard's Where (at a value slot), a Dropout at inference.
+_PASSES_ON: dict[str, set[int]] = {
+    **{op: {0} for op in ("Cast", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten",
+                          "Identity", "Dropout")},
+    "Where": {1, 2}}
 
 
-def _weighs_values(softmax: onnx.NodeProto, readers: dict[str, list[onnx.NodeProto]],
+def _passes_on(node: onnx.NodeProto, slot: int) -> bool:
+    return slot in _PASSES_ON.get(node.op_type, ())
+
+
+def _describe(nodes, i: int) -> str:
+    """A node as fusekit's report names it: `Op 'name'`, or `Op #index` unnamed."""
+    return f"{nodes[i].op_type} '{nodes[i].name}'" if nodes[i].name else \
+        f"{nodes[i].op_type} #{i}"
+
+
+def _readers(nodes) -> dict[str, list[tuple[int, int]]]:
+    """Each value's readers among `nodes`: (index, input slot)."""
+    readers: dict[str, list[tuple[int, int]]] = {}
+    for i, n in enumerate(nodes):
+        for slot, name in enumerate(n.input):
+            readers.setdefault(name, []).append((i, slot))
+    return readers
+
+
+def _weighs_values(nodes, softmax: int, readers: dict[str, list[tuple[int, int]]],
                    outputs: set[str]) -> bool:
-    """Whether a MatMul multiplies the Softmax's probabilities (as its first operand), through at
-    most 8 of _PASSES_ON: what makes a Softmax an attention block rather than, say, a top-k
-    router's weights. One whose output leaves its graph or function is counted as one."""
-    frontier, seen = [softmax.output[0]], set()
+    """Whether a MatMul multiplies the probabilities of Softmax `nodes[softmax]` (as its first
+    operand), through at most 8 of _PASSES_ON: what makes a Softmax an attention block rather
+    than, say, a top-k router's weights. One whose output leaves its graph or function is counted
+    as one."""
+    frontier, seen = [nodes[softmax].output[0]], set()
     for _ in range(8):
         following = []
         for value in frontier:
             if value in outputs:
                 return True
-            for n in readers.get(value, []):
-                if n.op_type in ("MatMul", "Einsum") and n.input[0] == value:
+            for i, slot in readers.get(value, []):
+                n = nodes[i]
+                if n.op_type in ("MatMul", "Einsum") and slot == 0:
                     return True
-                if n.op_type in _PASSES_ON and n.output and n.output[0] not in seen:
+                if _passes_on(n, slot) and n.output and n.output[0] not in seen:
                     seen.add(n.output[0])
                     following.append(n.output[0])
         frontier = following
     return False
 
 
-def _readers(nodes) -> dict[str, list[onnx.NodeProto]]:
-    readers: dict[str, list[onnx.NodeProto]] = {}
-    for n in nodes:
-        for name in n.input:
-            readers.setdefault(name, []).append(n)
-    return readers
+def _is_softmax(n: onnx.NodeProto) -> bool:
+    return n.op_type == "Softmax" and n.domain in ("", "ai.onnx")
 
 
 def softmaxes_of_no_block(model: onnx.ModelProto) -> set[str]:
     """The main graph's Softmax nodes whose probabilities no MatMul multiplies, as the report
-    names a node ("Softmax 'name'"): their near misses explain them, and are not about a block."""
-    readers, outputs = _readers(model.graph.node), {o.name for o in model.graph.output}
-    return {f"Softmax '{n.name}'" for n in model.graph.node
-            if n.op_type == "Softmax" and n.domain in ("", "ai.onnx") and
-            not _weighs_values(n, readers, outputs)}
+    names a node: their near misses explain them, and are not about a block."""
+    nodes = list(model.graph.node)
+    readers, outputs = _readers(nodes), {o.name for o in model.graph.output}
+    return {_describe(nodes, i) for i, n in enumerate(nodes)
+            if _is_softmax(n) and not _weighs_values(nodes, i, readers, outputs)}
 
 
 def attention_blocks(model: onnx.ModelProto) -> int:
@@ -122,12 +141,12 @@ def attention_blocks(model: onnx.ModelProto) -> int:
     functions = {(f.domain, f.name): f for f in model.functions}
 
     def count(nodes, outputs: set[str], depth=0) -> int:
+        nodes = list(nodes)
         readers = _readers(nodes)
         total = 0
-        for n in nodes:
+        for i, n in enumerate(nodes):
             total += (n.domain, n.op_type) in FUSED_OPS
-            total += (n.op_type == "Softmax" and n.domain in ("", "ai.onnx") and
-                      _weighs_values(n, readers, outputs))
+            total += _is_softmax(n) and _weighs_values(nodes, i, readers, outputs)
             if (n.domain, n.op_type) in functions and depth < 16:
                 f = functions[(n.domain, n.op_type)]
                 total += count(f.node, set(f.output), depth + 1)
@@ -182,40 +201,31 @@ def fuse(cli: str, source: pathlib.Path, target: str, work: pathlib.Path,
 
 def unexplained_softmaxes(result: outcome) -> list[str]:
     """Softmax nodes left in the fused model that no near miss of the report names, nor names a
-    MatMul reading their probabilities (past Reshape, Cast, Where, Identity, Dropout), as
-    `Op 'name'` (`Op #index` unnamed, as fusekit describes nodes)."""
+    node reading their probabilities past what passes them on (_PASSES_ON), as the report names
+    nodes."""
     named = {n for r in result.report["rules"] for m in r["near_misses"]
              for n in [m["anchor"], *m.get("matched", [])]}
-    keeps = {"Reshape": 0, "Cast": 0, "Where": 2, "Identity": 0, "Dropout": 0}
-
-    def describe(nodes, i):
-        return f"{nodes[i].op_type} '{nodes[i].name}'" if nodes[i].name else \
-            f"{nodes[i].op_type} #{i}"
 
     def walk(graph: onnx.GraphProto) -> list[str]:
         nodes = list(graph.node)
-        readers: dict[str, list[tuple[int, int]]] = {}
-        for i, n in enumerate(nodes):
-            for slot, name in enumerate(n.input):
-                readers.setdefault(name, []).append((i, slot))
+        readers = _readers(nodes)
         left = []
         for i, n in enumerate(nodes):
             for a in n.attribute:
                 if a.type == onnx.AttributeProto.GRAPH:
                     left += walk(a.g)
-            if n.op_type != "Softmax" or n.domain not in ("", "ai.onnx"):
+            if not _is_softmax(n):
                 continue
-            seen, work, steps = set(), [(n.output[0], 0)], 0
+            seen, work = set(), [(n.output[0], 0)]
             while work:
                 value, steps = work.pop()
                 for j, slot in readers.get(value, []):
-                    op = nodes[j].op_type
-                    if keeps.get(op) == slot and steps + 1 < 8:
+                    if _passes_on(nodes[j], slot) and steps + 1 < 8:
                         work.append((nodes[j].output[0], steps + 1))
                     else:
-                        seen.add(describe(nodes, j))
-            if describe(nodes, i) not in named and not seen & named:
-                left.append(describe(nodes, i))
+                        seen.add(_describe(nodes, j))
+            if _describe(nodes, i) not in named and not seen & named:
+                left.append(_describe(nodes, i))
         return left
 
     return walk(onnx.load(str(result.output), load_external_data=False).graph)

@@ -55,9 +55,10 @@ NOT_FUSED_YET: dict[tuple[str, str], str] = {
     # by a Where before Softmax) into -65504, which as a bias would not give the same softmax;
     # the float32 exports fuse.
     ("ort-*/*/deberta_v2.dynamo18.*", "*"): "the select fills masked scores with -65504",
-    # DiffLlama attends twice a layer with the same q and k (once per half of v); the dynamo
-    # exporter's optimizer writes the two Softmaxes as one, read by both ·V MatMuls.
-    ("*/diffllama*", "*"): "is also read by MatMul",
+    # DiffLlama's two products of one softmax join into one on v whole (differential_attention.hpp)
+    # where both compute in one type; the converter's attention-in-float32 form keeps only the
+    # first ·V MatMul it is named in float32, the other in float16.
+    ("ort-core-fp32/*/diffllama*", "*"): "is also read by MatMul",
     # Not yet, nor ever for this target: MultiHeadAttention has no bfloat16 kernel, and these
     # exports are older than the opset-23 Attention that has one.
     ("*.bf16", "ort"): "MultiHeadAttention takes float32 or float16, not bfloat16",

@@ -15,7 +15,8 @@
 namespace fusekit::rules {
 
 std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
-  std::vector<rewrite::any_rule> out = {scaled_dot_product_attention_head_merge_rule(attention),
+  std::vector<rewrite::any_rule> out = {differential_attention_values_rule(),
+                                        scaled_dot_product_attention_head_merge_rule(attention),
                                         scaled_dot_product_attention_rule(attention),
                                         layer_normalization_rule(attention),
                                         rms_normalization_rule(attention),

@@ -14,6 +14,9 @@
 namespace fusekit::rules {
 
 // Each rule of the library, bound to the caller's options, which must outlive it.
+// Differential attention's two products of one softmax, as one product on v whole, for the
+// attention rules to fuse.
+rewrite::any_rule differential_attention_values_rule();
 rewrite::any_rule scaled_dot_product_attention_head_merge_rule(const attention_options& attention);
 rewrite::any_rule scaled_dot_product_attention_rule(const attention_options& attention);
 rewrite::any_rule scaled_dot_product_attention_head_merge_rule(

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "all.hpp"
+#include "differential_attention.hpp"
 #include "gelu.hpp"
 #include "layer_normalization.hpp"
 #include "rotary_embedding.hpp"
@@ -42,6 +43,7 @@ checked rule(bool both_targets, bool layer_dtype_only) {
 
 std::span<const checked> library() {
   static const checked rules[] = {
+      rule<differential_attention_values>(true, false),
       rule<scaled_dot_product_attention_head_merge>(true, false),
       rule<scaled_dot_product_attention>(true, false),
       rule<layer_normalization>(true, true),
