@@ -39,17 +39,20 @@ inline bool is_cache(const graph& g, node_id concat) {
   return concat != no_id && g.is_graph_output(g.output(concat, 0));
 }
 
-// Why a decoder step's cache stays a Concat outside the fused op ("" when the op takes it): the
-// op must read the concatenated k and v themselves (MultiHeadAttention reads repeated heads), and
-// nothing but the replaced nodes may read present before the fused node, which computes it
-// (`readers`: that last condition checked too).
+// Why a decoder step's cache stays a Concat outside the fused op ("" when the op takes it, "no
+// cache" for a block without one): the op must read the concatenated k and v themselves
+// (MultiHeadAttention reads repeated heads), nothing but the replaced nodes may read present
+// before the fused node, which computes it (`readers`: that condition checked too), and the op
+// writes present in the type it computes in, `op_type`.
 template <class M>
-std::string cache_kept_because(const graph& g, const M& m, bool grouped, bool readers = true) {
+std::string cache_kept_because(const graph& g, const M& m, bool grouped, dtype op_type,
+                               bool readers = true) {
   const value_id k_read = grouped            ? grouped_keys(g, m)
                           : has<"k_bnsh">(m) ? get<"k_bnsh">(m)
                                              : get<"k_flat">(m);
   const value_id v_read = grouped ? grouped_values(g, m) : get<"v">(m);
   const node_id k_cache = get<"k_cache">(m), v_cache = get<"v_cache">(m);
+  if (!is_cache(g, k_cache) && !is_cache(g, v_cache)) return "no cache";
   // Repeated heads first: a repeat_kv the pattern could not prove also hides v's cache from it.
   if (!grouped && (has<"k_grouped">(m) || has<"v_grouped">(m)))
     return "the op reads the repeated heads, not the cache";
@@ -62,14 +65,19 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped, bool re
   if (k_cache == v_cache) return "key and value are one Concat's output";
   if (g.output(k_cache, 0) != k_read || g.output(v_cache, 0) != v_read)
     return "the op reads the repeated heads, not the cache";
-  if (!readers) return {};
-  const auto nodes = m.nodes();
-  for (node_id cache : {k_cache, v_cache})
-    for (const use& u : g.consumers(g.output(cache, 0)))
-      if (std::find(nodes.begin(), nodes.end(), u.node) == nodes.end() &&
-          g.topological_position(u.node) < g.topological_position(m.root()))
-        return g.describe(u.node) + " reads '" + std::string(g.name(g.output(cache, 0))) +
-               "' before the attention";
+  if (readers) {
+    const auto nodes = m.nodes();
+    for (node_id cache : {k_cache, v_cache})
+      for (const use& u : g.consumers(g.output(cache, 0)))
+        if (std::find(nodes.begin(), nodes.end(), u.node) == nodes.end() &&
+            g.topological_position(u.node) < g.topological_position(m.root()))
+          return g.describe(u.node) + " reads '" + std::string(g.name(g.output(cache, 0))) +
+                 "' before the attention";
+  }
+  for (const value_id x : {get<"k_past">(m), get<"v_past">(m), get<"k_new">(m), get<"v_new">(m)})
+    if (g.type(x) != op_type)
+      return "the op computes in " + std::string(dtype_name(op_type)) + ", the cache is " +
+             std::string(dtype_name(g.type(x)));
   return {};
 }
 

@@ -170,20 +170,6 @@ inline bool softmax_upstream(const graph& g, node_id n) {
   return false;
 }
 
-// Why a decode step's cache stays outside the op ("" when the op takes it, "no cache" for a
-// block without one): the cache's own reasons, then its type, which the op writes present in.
-template <class M>
-std::string kept_cache_because(const graph& g, const M& m, bool grouped, dtype op_type,
-                               bool readers = true) {
-  if (!is_cache(g, get<"k_cache">(m)) && !is_cache(g, get<"v_cache">(m))) return "no cache";
-  if (std::string kept = cache_kept_because(g, m, grouped, readers); !kept.empty()) return kept;
-  for (const value_id x : {get<"k_past">(m), get<"v_past">(m), get<"k_new">(m), get<"v_new">(m)})
-    if (g.type(x) != op_type)
-      return "the op computes in " + std::string(dtype_name(op_type)) + ", the cache is " +
-             std::string(dtype_name(g.type(x)));
-  return {};
-}
-
 // Whether target ort computes the block with GroupQueryAttention: on the model's grouped key/value
 // heads (before repeat_kv), causal as the op always is. `candidate`: the block is one it could
 // take, so that `declined` (why it does not) is worth the report. `kept`: why the cache stays a
@@ -213,8 +199,8 @@ group_query_choice group_query_of(const graph& g, const M& m, const attention_op
                 "the mask is not causality alone, and q " + f.shape_text(q) + " is not one query"};
   group_query_choice c{.candidate = true};
   const bool has_cache = is_cache(g, get<"k_cache">(m)) || is_cache(g, get<"v_cache">(m));
-  c.kept = kept_cache_because(g, m, true, call.type);
-  c.reads_past = has_cache && kept_cache_because(g, m, true, call.type, false).empty();
+  c.kept = cache_kept_because(g, m, true, call.type);
+  c.reads_past = has_cache && cache_kept_because(g, m, true, call.type, false).empty();
   const value_id k_new = c.reads_past ? get<"k_new">(m) : k_grouped;
   const value_id v_new = c.reads_past ? get<"v_new">(m) : v_grouped;
   const bool biased = !causal && (has<"select">(m) || has<"mask">(m) || has<"bias">(m));
@@ -412,7 +398,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
     e.note("kv_heads",
            "repeated: ONNX Runtime's Attention takes a mask per query head only for "
            "as many key/value heads");
-  std::string kept = group_query ? choice.kept : kept_cache_because(g, m, onnx_grouped, call.type);
+  std::string kept = group_query ? choice.kept : cache_kept_because(g, m, onnx_grouped, call.type);
   const std::int64_t group_query_kv_heads = choice.kv_heads;
   const bool grouped = onnx_grouped || group_query;
   // One key/value head broadcast by the MatMuls, expanded to q's heads: MultiHeadAttention takes
