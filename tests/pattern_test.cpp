@@ -421,6 +421,25 @@ TEST(ConstantScalar, AnyDtypeInitializerOrConstantNode) {
             "input 1 of Mul 'Mul_7': constant scalar 'scale' is 0.125, expected 0.5");
 }
 
+TEST(ConstantScalar, AValueIsAlsoTheNumberItsTypeHoldsNearest) {
+  // √(2/π) = 0.7978846 is 0.796875 in bfloat16 (8 bits of mantissa) and 0.7978516 in float16: no
+  // constant of those types is nearer, whatever the tolerance the pattern asks.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  std::vector<value> muls;
+  for (const dtype t : {dtype::bfloat16, dtype::float16, dtype::float32})
+    muls.push_back(b.op("Mul", {x, b.scalar(t, 0.7978846)}));
+  auto off = b.op("Mul", {x, b.scalar(dtype::bfloat16, 0.8)});
+  for (const auto& v : muls) b.output(v);
+  b.output(off);
+  indexed m(b);
+  constexpr auto p = op<"Mul">(any(), constant_scalar<"√(2/π)">.value(0.7978846, 1e-6));
+  for (const auto& mul : muls) EXPECT_TRUE(match(p, m.g, m.node(mul))) << mul.name;
+  // bfloat16's 0.8 is 0.80078125, the next number up: not √(2/π).
+  EXPECT_EQ(why(p, m, off),
+            "input 1 of Mul 'Mul_7': constant scalar '√(2/π)' is 0.80078125, expected 0.7978846");
+}
+
 TEST(ConstantScalar, NearMisses) {
   model_builder b;
   auto x = b.input("x", dtype::float32, {4});

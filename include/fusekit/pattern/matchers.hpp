@@ -398,8 +398,9 @@ struct constant_scalar_t : value_predicates<constant_scalar_t<Name>> {
   bool has_least = false;
   double least = 0;
 
-  // constant_scalar<"one">.value(1.0): the constant must also equal 1 (within the tolerance; an
-  // infinity equals only itself).
+  // constant_scalar<"one">.value(1.0): the constant must also equal 1 (within the tolerance, or
+  // exactly the number its own type holds nearest, as a bfloat16 √(2/π) is 0.796875; an infinity
+  // equals only itself).
   constexpr constant_scalar_t value(double want, double tol = 1e-6) const {
     constant_scalar_t copy = *this;
     copy.has_expected = true;
@@ -437,7 +438,8 @@ struct constant_scalar_t : value_predicates<constant_scalar_t<Name>> {
       });
       return false;
     }
-    if (has_expected && !(*found == expected || std::abs(*found - expected) <= tolerance)) {
+    if (has_expected && !(*found == expected || *found == rounded_to(expected, c.g.type(v)) ||
+                          std::abs(*found - expected) <= tolerance)) {
       c.fail(where, c.g.producer(v), [&](std::string& m) {
         detail::wrong_scalar(m, Name.view(), *found, expected, c.g.type(v));
       });
