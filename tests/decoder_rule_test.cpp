@@ -577,6 +577,7 @@ TEST(GroupQuery, ADecodeStepsPaddingMaskIsTheBias) {
 // step's padding mask goes to MultiHeadAttention.
 TEST(GroupQuery, TheCudaProviderGivesADecodeStepsMaskToMultiHeadAttention) {
   decoder_block spec = one_query_step();
+  spec.type = dtype::float16;
   spec.padding = {2, 1, 1, 4};
   model m = spec.build();
   const auto report = fusekit::rules::fuse_all(
@@ -586,6 +587,18 @@ TEST(GroupQuery, TheCudaProviderGivesADecodeStepsMaskToMultiHeadAttention) {
   EXPECT_EQ(report.fusions[0].params["group_query"],
             "no: ONNX Runtime's CUDA GroupQueryAttention takes no attention bias");
   fusekit::rewrite::check_invariants(m);
+}
+
+// ONNX Runtime's CUDA provider registers GroupQueryAttention for float16 and bfloat16 alone: a
+// float32 block would run on the CPU, its tensors copied there and back.
+TEST(GroupQuery, TheCudaProviderGivesAFloat32DecodeStepToMultiHeadAttention) {
+  model m = one_query_step().build();
+  const auto report = fusekit::rules::fuse_all(
+      m, {}, {.fused_target = target::ort, .runs_on = fusekit::rules::provider::cuda});
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["target"], "com.microsoft MultiHeadAttention");
+  EXPECT_EQ(report.fusions[0].params["group_query"],
+            "no: ONNX Runtime's CUDA GroupQueryAttention has no float32 kernel");
 }
 
 // A Shape of present k computed before the attention keeps the Concat; GroupQueryAttention reads
@@ -669,9 +682,12 @@ TEST(SoftCapping, NearMisses) {
             capped +
                 "of the ops only GroupQueryAttention caps, and it does not take this block: "
                 "the mask is not causality alone, and q [2, 4, 5, 8] is not one query");
-  // ONNX Runtime's CUDA kernel takes no attention bias.
-  {
-    model m = soft_capped_step().build();
+  // ONNX Runtime's CUDA kernel takes no attention bias, nor float32.
+  for (const auto& [type, why] : {std::pair{dtype::float16, "takes no attention bias"},
+                                  std::pair{dtype::float32, "has no float32 kernel"}}) {
+    decoder_block step = soft_capped_step();
+    step.type = type;
+    model m = step.build();
     const auto report = fusekit::rules::fuse_all(
         m, {}, {.fused_target = target::ort, .runs_on = fusekit::rules::provider::cuda});
     EXPECT_TRUE(report.fusions.empty());
@@ -679,7 +695,8 @@ TEST(SoftCapping, NearMisses) {
     EXPECT_EQ(report.near_misses[0].reason,
               capped.substr(std::string("MatMul 'context': ").size()) +
                   "of the ops only GroupQueryAttention caps, and it does not take this block: "
-                  "ONNX Runtime's CUDA GroupQueryAttention takes no attention bias");
+                  "ONNX Runtime's CUDA GroupQueryAttention " +
+                  why);
   }
   // In float16 with a past the CPU provider's kernel is less accurate than the model.
   decoder_block half = soft_capped_step();

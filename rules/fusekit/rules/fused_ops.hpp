@@ -348,6 +348,9 @@ struct group_query_call {
 // Whether GroupQueryAttention computes a causal block with grouped heads exactly, on the provider
 // that runs it.
 inline verdict admits_group_query(const facts& f, const group_query_call& c) {
+  // ONNX Runtime's kernel table: CUDA registers the op for float16 and bfloat16 alone.
+  if (c.type == dtype::float32 && c.runs_on == provider::cuda)
+    return verdict::no("ONNX Runtime's CUDA GroupQueryAttention has no float32 kernel");
   if (c.biased && c.runs_on == provider::cuda)
     return verdict::no("ONNX Runtime's CUDA GroupQueryAttention takes no attention bias");
   // ONNX Runtime's CPU kernel in float16 with a past rounds more than the model's own steps:
