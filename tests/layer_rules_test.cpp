@@ -29,6 +29,12 @@ fusekit::rules::fusion_options on(target t) {
   return o;
 }
 
+fusekit::rules::fusion_options on_cuda() {
+  fusekit::rules::fusion_options o;
+  o.runs_on = fusekit::rules::provider::cuda;
+  return o;
+}
+
 // "domain.Op(inputs) -> outputs" of every node: what a reader checks a rewrite by.
 std::string nodes_of(const model& m) {
   std::string out;
@@ -53,9 +59,12 @@ std::vector<double> constant_values(const model& m, std::string_view name) {
   return out;
 }
 
-std::string near_misses(model m, std::vector<std::string> rules = {}, target t = target::ort) {
+std::string near_misses(model m, std::vector<std::string> rules = {}, target t = target::ort,
+                        fusekit::rules::provider p = fusekit::rules::provider::cpu) {
   const std::string before = bytes(m);
-  const auto report = fusekit::rules::fuse_all(m, {.rules = std::move(rules)}, on(t));
+  fusekit::rules::fusion_options o = on(t);
+  o.runs_on = p;
+  const auto report = fusekit::rules::fuse_all(m, {.rules = std::move(rules)}, o);
   EXPECT_EQ(bytes(m), before);
   EXPECT_TRUE(report.fusions.empty());
   std::string out;
@@ -137,7 +146,7 @@ TEST(GeluRulesNearMiss, BFloat16HasNoKernelOnTheCpuProvider) {
   // The fused model must still load where the user runs it.
   EXPECT_EQ(near_misses(gelu_spec{.type = dtype::bfloat16, .bias_dims = {}}.build(), {"gelu"}),
             "Mul 'gelu': graph input 'x' is bfloat16, Gelu has no bfloat16 kernel on ONNX "
-            "Runtime's CPU provider\n");
+            "Runtime's CPU provider (--provider cuda fuses it)\n");
 }
 
 TEST(GeluRulesNearMiss, Float16IsLeftToTheCpuProvidersFloat32) {
@@ -145,7 +154,28 @@ TEST(GeluRulesNearMiss, Float16IsLeftToTheCpuProvidersFloat32) {
   EXPECT_EQ(near_misses(gelu_spec{.type = dtype::float16, .bias_dims = {}}.build(), {"gelu"}),
             "Mul 'gelu': graph input 'x' is float16: ONNX Runtime's CPU provider runs these ops "
             "of a float16 model in float32, and Gelu would round its output where the model does "
-            "not\n");
+            "not (--provider cuda fuses it)\n");
+}
+
+// ONNX Runtime's CUDA provider runs the unfused ops in the model's type, each rounding its output;
+// the fused kernels compute in float32 and round once.
+TEST(GeluRules, HalfPrecisionFusesForTheCudaProvider) {
+  for (const dtype type : {dtype::float16, dtype::bfloat16}) {
+    model exact = gelu_spec{.type = type}.build();
+    fusekit::rules::fuse_all(exact, {}, on_cuda());
+    EXPECT_EQ(nodes_of(exact), "com.microsoft.BiasGelu(x, bias) -> gelu\n");
+    model approximated = gelu_spec{.type = type, .tanh = true}.build();
+    fusekit::rules::fuse_all(approximated, {}, on_cuda());
+    EXPECT_EQ(nodes_of(approximated), "com.microsoft.FastGelu(x, bias) -> gelu\n");
+  }
+}
+
+TEST(GeluRulesNearMiss, Float64IsNoTypeTheCudaProviderFuses) {
+  // ONNX Runtime's float64 kernels cover some of the ops and not others: none is written.
+  EXPECT_EQ(near_misses(gelu_spec{.type = dtype::float64, .bias_dims = {}}.build(), {"gelu"},
+                        target::ort, fusekit::rules::provider::cuda),
+            "Mul 'gelu': graph input 'x' is float64, Gelu is fused for float32, float16 and "
+            "bfloat16\n");
 }
 
 TEST(GeluRulesNearMiss, AnotherCubicCoefficientIsNoGelu) {
@@ -221,10 +251,11 @@ struct layer_norm_spec {
   int opset = 13;
   std::int64_t keepdims = 1;
   std::int64_t axis = -1;
+  dtype type = dtype::float32;
 
   model build() const {
     model_builder b(opset);
-    auto x = b.input("x", dtype::float32, {2, "S", 16});
+    auto x = b.input("x", type, {2, "S", 16});
     auto mean = [&](value v) {
       if (opset >= 18)
         return b.op("ReduceMean", {v, b.initializer(dtype::int64, {1}, {double(axis)})},
@@ -233,15 +264,13 @@ struct layer_norm_spec {
                   {{"axes", std::vector<std::int64_t>{axis}}, {"keepdims", keepdims}});
     };
     auto d = b.op("Sub", {x, mean(x)});
-    auto variance = mean(b.op("Pow", {d, b.scalar(dtype::float32, 2.0)}));
-    auto sd = b.op("Sqrt", {b.op("Add", {variance, b.scalar(dtype::float32, 1e-5)})});
-    auto scaled = b.op("Mul", {b.op("Div", {d, sd}), b.initializer("gamma", dtype::float32, {16},
-                                                                   std::vector<double>(16, 1.5))});
-    b.output(
-        b.op("Add",
-             {scaled, b.initializer("beta", dtype::float32, {16}, std::vector<double>(16, 0.5))},
-             {}, {.name = "y"}),
-        dtype::float32, {2, "S", 16});
+    auto variance = mean(b.op("Pow", {d, b.scalar(type, 2.0)}));
+    auto sd = b.op("Sqrt", {b.op("Add", {variance, b.scalar(type, 1e-5)})});
+    auto scaled = b.op("Mul", {b.op("Div", {d, sd}),
+                               b.initializer("gamma", type, {16}, std::vector<double>(16, 1.5))});
+    b.output(b.op("Add", {scaled, b.initializer("beta", type, {16}, std::vector<double>(16, 0.5))},
+                  {}, {.name = "y"}),
+             type, {2, "S", 16});
     return b.build_model();
   }
 };
@@ -366,7 +395,19 @@ TEST(NormRulesNearMiss, AFloat16IslandStaysTheCpuProvidersFloat32) {
   EXPECT_EQ(near_misses(rms_norm_spec{.type = dtype::float16}.build(), {"rms-normalization"}),
             "Mul 'y': graph input 'x' is float16: ONNX Runtime's CPU provider runs these ops of a "
             "float16 model in float32, and SimplifiedLayerNormalization would round its output "
-            "where the model does not\n");
+            "where the model does not (--provider cuda fuses it)\n");
+}
+
+TEST(NormRules, HalfPrecisionFusesForTheCudaProvider) {
+  // LlamaRMSNorm's float32 island of a float16 or bfloat16 x: the fused op's own precision.
+  for (const dtype type : {dtype::float16, dtype::bfloat16}) {
+    model rms = rms_norm_spec{.type = type}.build();
+    fusekit::rules::fuse_all(rms, {}, on_cuda());
+    EXPECT_EQ(nodes_of(rms), "SimplifiedLayerNormalization(x, weight) -> y\n");
+    model layer = layer_norm_spec{.type = type}.build();
+    fusekit::rules::fuse_all(layer, {}, on_cuda());
+    EXPECT_EQ(nodes_of(layer), "LayerNormalization(x, gamma, beta) -> y\n");
+  }
 }
 
 TEST(NormRulesNearMiss, StatisticsNarrowerThanX) {
@@ -399,41 +440,33 @@ struct residual_spec {
   bool read_on = true;
   bool rms = false;  // SimplifiedLayerNormalization, through LlamaRMSNorm's own-type Cast
   bool biased = true;
+  dtype type = dtype::float32;
 
   model build() const {
     model_builder b(17);
-    auto h = b.input("h", dtype::float32, {2, "S", 16});
-    value x = b.op("MatMul",
-                   {h, b.initializer("w", dtype::float32, {16, 16}, std::vector<double>(256, 0.1))},
+    auto h = b.input("h", type, {2, "S", 16});
+    value x = b.op("MatMul", {h, b.initializer("w", type, {16, 16}, std::vector<double>(256, 0.1))},
                    {}, {.name = "projected"});
     if (biased)
-      x = b.op("Add",
-               {x, b.initializer("bias", dtype::float32, {16}, std::vector<double>(16, 0.25))}, {},
+      x = b.op("Add", {x, b.initializer("bias", type, {16}, std::vector<double>(16, 0.25))}, {},
                {.name = "biased"});
-    auto sum = b.op("Add", {x, b.input("skip", dtype::float32, skip_dims)}, {}, {.name = "sum"});
-    auto gamma = b.initializer("gamma", dtype::float32, {16}, std::vector<double>(16, 1.5));
+    auto sum = b.op("Add", {x, b.input("skip", type, skip_dims)}, {}, {.name = "sum"});
+    auto gamma = b.initializer("gamma", type, {16}, std::vector<double>(16, 1.5));
     value read = sum;
     value y;
     if (rms) {
-      read = b.op("Cast", {sum}, {{"to", dtype::float32}}, {.name = "as_float"});
+      read = b.op("Cast", {sum}, {{"to", type}}, {.name = "as_float"});
       y = b.op("SimplifiedLayerNormalization", {read, gamma}, {{"axis", -1}}, {.name = "y"});
     } else {
-      y = b.op(
-          "LayerNormalization",
-          {sum, gamma, b.initializer("beta", dtype::float32, {16}, std::vector<double>(16, 0.5))},
-          {{"axis", -1}}, {.name = "y"});
+      y = b.op("LayerNormalization",
+               {sum, gamma, b.initializer("beta", type, {16}, std::vector<double>(16, 0.5))},
+               {{"axis", -1}}, {.name = "y"});
     }
-    b.output(y, dtype::float32, {2, "S", 16});
-    if (read_on) b.output(b.op("Neg", {read}, {}, {.name = "next"}), dtype::float32);
+    b.output(y, type, {2, "S", 16});
+    if (read_on) b.output(b.op("Neg", {read}, {}, {.name = "next"}), type);
     return b.build_model();
   }
 };
-
-fusekit::rules::fusion_options on_cuda() {
-  fusekit::rules::fusion_options o;
-  o.runs_on = fusekit::rules::provider::cuda;
-  return o;
-}
 
 TEST(NormRules, AResidualAndItsBiasFoldIntoSkipLayerNormalization) {
   model m = residual_spec{}.build();
@@ -452,6 +485,18 @@ TEST(NormRules, AResidualAndItsBiasFoldIntoSkipLayerNormalization) {
   EXPECT_EQ(nodes_of(last),
             "MatMul(h, w) -> projected\n"
             "com.microsoft.SkipLayerNormalization(projected, skip, gamma, beta, bias) -> y\n");
+}
+
+TEST(NormRules, AHalfPrecisionResidualFoldsForTheCudaProvider) {
+  for (const dtype type : {dtype::float16, dtype::bfloat16}) {
+    model m = residual_spec{.type = type}.build();
+    fusekit::rules::fuse_all(m, {}, on_cuda());
+    EXPECT_EQ(nodes_of(m),
+              "MatMul(h, w) -> projected\n"
+              "com.microsoft.SkipLayerNormalization(projected, skip, gamma, beta, bias) -> y, , , "
+              "sum\n"
+              "Neg(sum) -> next\n");
+  }
 }
 
 TEST(NormRules, AnRmsNormThroughItsCastFoldsTheResidual) {

@@ -194,11 +194,23 @@ TEST(RotaryEmbeddingRuleNearMiss, AnAnglePerHead) {
 }
 
 TEST(RotaryEmbeddingRuleNearMiss, FloatSixteen) {
-  // The layer ops fuse float32 alone (rules/fusekit/rules/layer_ops.hpp says why).
+  // For the CPU provider the layer ops fuse float32 alone (rules/fusekit/rules/layer_ops.hpp).
   EXPECT_EQ(near_misses(rotary_spec{.type = dtype::float16}.build()),
             "Add 'q_embed': graph input 'q' is float16: ONNX Runtime's CPU provider runs these "
             "ops of a float16 model in float32, and RotaryEmbedding would round its output where "
-            "the model does not\n");
+            "the model does not (--provider cuda fuses it)\n");
+}
+
+TEST(RotaryEmbeddingRule, HalfPrecisionFusesForTheCudaProvider) {
+  // The cache the op reads is the model's own angles, in x's type.
+  for (const dtype type : {dtype::float16, dtype::bfloat16}) {
+    model m = rotary_spec{.type = type}.build();
+    fusekit::rules::fusion_options o;
+    o.runs_on = fusekit::rules::provider::cuda;
+    const auto report = fusekit::rules::fuse_all(m, {}, o);
+    ASSERT_EQ(report.fusions.size(), 1u);
+    EXPECT_EQ(rotary_ops(m), std::vector<std::string>{"com.microsoft.RotaryEmbedding(q)"});
+  }
 }
 
 TEST(RotaryEmbeddingRuleNearMiss, TargetOnnxBeforeOpsetTwentyThree) {

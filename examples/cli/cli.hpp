@@ -84,8 +84,10 @@ everything succeeded; external data stays valid.
                          RMSNormalization and RotaryEmbedding (23), each where the model
                          imports that opset
   --provider cpu|cuda    target ort: the execution provider that runs the model, where a fused
-                         form pays on one and costs on the other (default cpu; a residual sum
-                         read on folds into SkipLayerNormalization for cuda alone)
+                         form pays, or keeps the model's accuracy, on one and not the other
+                         (default cpu; for cuda alone a residual sum read on folds into
+                         SkipLayerNormalization, and norms, GELUs and rotations fuse in float16
+                         and bfloat16; GroupQueryAttention there takes no float32)
   --num-heads N          the head count, where the model does not say it
   --report R.json        the report as JSON too
   --explain              report every anchor each rule tried, not only near misses

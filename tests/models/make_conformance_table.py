@@ -284,6 +284,52 @@ def layer_section(rows: list[str], totals: dict[str, dict[str, int]]) -> list[st
     ]
 
 
+def half_precision_layers(cli: str, work: pathlib.Path) -> list[str]:
+    """fusekit's norm, GELU and rotary ops in the half-precision fixtures with `--provider cuda`
+    (the manifest's float16 and bfloat16 exports, and each converted form the suite runs), and the
+    converted ones' accuracy as CUDA computes them (conformance.compare's per_op judging)."""
+    refused, invalid = converted.unloadable(), converted.invalid()
+    cases = [(f"{f['dtype']} exports", f, conformance.MODELS / f["file"])
+             for f in conformance.fixtures() if f["dtype"] != "float32"]
+    cases += [(f"`{f['form']}`", {**f, "judge": "onnx.reference"} if f["file"] in refused else f,
+               converted.path_of(f)) for f in converted.fixtures() if f["file"] not in invalid]
+    groups: dict[str, dict] = {}
+    for label, fixture, source in cases:
+        cuda = conformance.fuse(cli, source, "ort", work / "half", provider="cuda")
+        group = groups.setdefault(label, {"files": 0, "ops": {}, "ratios": []})
+        group["files"] += 1
+        for op, n in conformance.layer_ops(conformance.onnx.load(str(cuda.output))).items():
+            group["ops"][op] = group["ops"].get(op, 0) + n
+        if "converted_from" in fixture:
+            group["ratios"].append(conformance.accuracy(fixture, source, cuda.output,
+                                                        per_op=True)[0])
+    ops = sorted({op for g in groups.values() for op in g["ops"]})
+    ratio = lambda r: f"{min(r):.2f}–{max(r):.2f}" if r else "—"
+    return [
+        "### Half precision, `--provider cuda`",
+        "",
+        "The same ops in the float16 and bfloat16 fixtures, fused with `--target ort --provider "
+        "cuda`. ONNX Runtime's CUDA provider runs a half-precision model's elementary ops in its "
+        "type, each rounding its output, while the fused ops compute in float32 and round once; "
+        "for the CPU provider (the default) fusekit fuses none of them in half precision, since "
+        "that provider runs the elementary ops in float32 and the unfused form is the more "
+        "accurate there (rules/fusekit/rules/layer_ops.hpp). The suite judges these models as "
+        "CUDA runs them: both the original and the fused one run by the ONNX reference "
+        "evaluator, every op rounding to its type, against the float32 original "
+        "(`test_cuda_provider`); accuracy mean is the fused model's mean error over 16 random "
+        "feeds divided by the converted one's, judged so (the least and the largest of the "
+        "form's files).",
+        "",
+        "| op | " + " | ".join(f"{label} ({g['files']} files)" for label, g in groups.items())
+        + " |",
+        "|---|" + "---|" * len(groups),
+        *(f"| {op} | " + " | ".join(str(g["ops"].get(op, 0)) for g in groups.values()) + " |"
+          for op in ops),
+        "| accuracy mean | " + " | ".join(ratio(g["ratios"]) for g in groups.values()) + " |",
+        "",
+    ]
+
+
 def main() -> int:
     if len(sys.argv) != 2:
         print(__doc__, file=sys.stderr)
@@ -341,6 +387,7 @@ def main() -> int:
                                  " | ".join(peer_cell(peer_results.get(p), fixture["blocks"])
                                             for p in PEER_NAMES) + " |")
         precision_lines = precision(cli, peers, pathlib.Path(work), bf16)
+        half_lines = half_precision_layers(cli, pathlib.Path(work))
     peer_versions = ", ".join(f"{k} {v}" for k, v in peers["versions"].items()) or "not run"
     overall = {k: sum(g["totals"][k] for g in sets.values()) for k in ("blocks", "ort", "onnx",
                                                                         "onnx_blocks")}
@@ -388,7 +435,7 @@ def main() -> int:
             *group["rows"],
             "",
         ]
-    out += layer_section(layer_rows, layer_totals)
+    out += layer_section(layer_rows, layer_totals) + half_lines
     out += [
         "## Why the rest did not fuse (fusekit's report)",
         "",

@@ -99,7 +99,8 @@ def fuse(
     ``target``: ``"ort"`` writes com.microsoft.MultiHeadAttention, ``"onnx"`` the ai.onnx
     Attention op (models that import opset 23 or later). ``provider`` (target ``"ort"``):
     ``"cpu"`` (the default) or ``"cuda"``, the execution provider that runs the model, where a
-    fused form pays on one and costs on the other. ``rules``: rule names (a list or a
+    fused form pays, or keeps the model's accuracy, on one and not the other
+    (examples/cli/README.md lists what differs). ``rules``: rule names (a list or a
     comma-separated string), ``None`` or ``"all"`` for every rule. ``num_heads``: the head count
     where the model does not say it. ``explain``: report every anchor each rule tried, not only
     the near misses.

@@ -30,8 +30,8 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
   if (attention.fused_target == target::ort) {
     out.push_back(skip_layer_normalization_rule(attention));
     out.push_back(skip_rms_normalization_rule(attention));
-    out.push_back(bias_gelu_rule());
-    out.push_back(quick_gelu_rule());
+    out.push_back(bias_gelu_rule(attention));
+    out.push_back(quick_gelu_rule(attention));
   }
   return out;
 }

@@ -39,10 +39,12 @@ rewrite::any_rule skip_layer_normalization_rule(const fusion_options& options);
 rewrite::any_rule skip_rms_normalization_rule(const fusion_options& options);
 rewrite::any_rule skip_layer_normalization_rule(const fusion_options&& options) = delete;
 rewrite::any_rule skip_rms_normalization_rule(const fusion_options&& options) = delete;
-rewrite::any_rule bias_gelu_rule();
+rewrite::any_rule bias_gelu_rule(const fusion_options& options);
+rewrite::any_rule bias_gelu_rule(const fusion_options&& options) = delete;
 // A partial rotation's rotated part, fused by the rotary rules, widened to the whole head.
 rewrite::any_rule partial_rotary_embedding_rule();
-rewrite::any_rule quick_gelu_rule();
+rewrite::any_rule quick_gelu_rule(const fusion_options& options);
+rewrite::any_rule quick_gelu_rule(const fusion_options&& options) = delete;
 
 // The library, in the order the report lists it: the one list that fuse_all runs and whose names
 // the command line accepts. Target onnx runs the rules whose ops ONNX has.

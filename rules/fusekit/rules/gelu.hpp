@@ -94,7 +94,7 @@ struct fused_gelu {
 
   static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
     const bool ort = o.fused_target == target::ort;
-    if (auto no = layer::admits_dtype(g, get<"x">(m), ort ? ort_op : "Gelu"); !no) return no;
+    if (auto no = layer::admits_dtype(g, get<"x">(m), ort ? ort_op : "Gelu", o); !no) return no;
     return layer::admits_opset(g, o.fused_target, "Gelu", 20);
   }
 
@@ -116,6 +116,7 @@ using gelu_tanh = fused_gelu<true>;
 // x·σ(α·x) for a positive α: CLIP's QuickGelu (α 1.702) and SiLU (α 1), which ONNX Runtime
 // computes in one pass (target ort: ONNX has no op for either).
 struct quick_gelu {
+  using options = fusion_options;
   static constexpr std::string_view name = "quick-gelu";
   static constexpr auto pattern = gelu_forms::sigmoid_gate;
 
@@ -138,8 +139,8 @@ struct quick_gelu {
     return false;
   }
 
-  static rewrite::verdict guard(const graph& g, const auto& m) {
-    return layer::admits_dtype(g, get<"x">(m), "QuickGelu");
+  static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
+    return layer::admits_dtype(g, get<"x">(m), "QuickGelu", o);
   }
 
   static void emit(const graph&, const auto& m, rewrite::emitter& e) {
@@ -150,6 +151,7 @@ struct quick_gelu {
 
 // The bias Add before either fused GELU (target ort: target onnx's Gelu takes no bias).
 struct bias_gelu {
+  using options = fusion_options;
   static constexpr std::string_view name = "bias-gelu";
   // The bias's shape is checked in the pattern, not the guard: of the Add's two operands the
   // vector is the bias, whichever order the exporter wrote them in.
@@ -159,8 +161,8 @@ struct bias_gelu {
                                                   pattern::op<"FastGelu", "com.microsoft">(biased))
                                       .bind<"op">();
 
-  static rewrite::verdict guard(const graph& g, const auto& m) {
-    return layer::admits_dtype(g, get<"x">(m), get<"op">(m) == 0 ? "BiasGelu" : "FastGelu");
+  static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
+    return layer::admits_dtype(g, get<"x">(m), get<"op">(m) == 0 ? "BiasGelu" : "FastGelu", o);
   }
 
   static void emit(const graph&, const auto& m, rewrite::emitter& e) {

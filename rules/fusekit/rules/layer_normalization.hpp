@@ -96,8 +96,8 @@ inline constexpr auto unscaled_rms_normed = [] {
 // What both rules prove beyond the pattern: the kernels' types, and the statistics computed in
 // x's type or float32 (the fused op's), never narrower.
 inline rewrite::verdict admits_norm(const graph& g, value_id x, node_id statistics, node_id root,
-                                    std::string_view op) {
-  if (auto no = layer::admits_dtype(g, x, op); !no) return no;
+                                    std::string_view op, const fusion_options& o) {
+  if (auto no = layer::admits_dtype(g, x, op, o); !no) return no;
   const dtype computed = g.type(g.output(statistics, 0));
   if (computed != g.type(x) && computed != dtype::float32)
     return rewrite::verdict::no(
@@ -141,7 +141,8 @@ struct layer_normalization {
   }
 
   static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
-    if (auto no = admits_norm(g, get<"x">(m), get<"statistics">(m), m.root(), "LayerNormalization");
+    if (auto no =
+            admits_norm(g, get<"x">(m), get<"statistics">(m), m.root(), "LayerNormalization", o);
         !no)
       return no;
     return layer::admits_opset(g, o.fused_target, "LayerNormalization", 17);
@@ -171,7 +172,8 @@ struct rms_normalization {
   static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
     const bool ort = o.fused_target == target::ort;
     const std::string_view op = ort ? "SimplifiedLayerNormalization" : "RMSNormalization";
-    if (auto no = admits_norm(g, get<"x">(m), get<"statistics">(m), m.root(), op); !no) return no;
+    if (auto no = admits_norm(g, get<"x">(m), get<"statistics">(m), m.root(), op, o); !no)
+      return no;
     return layer::admits_opset(g, o.fused_target, op, 23);
   }
 

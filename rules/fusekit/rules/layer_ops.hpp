@@ -14,17 +14,27 @@
 //     + bias         com.microsoft BiasGelu, FastGelu's bias    —
 //   x·σ(α·x)         com.microsoft QuickGelu                    —
 //   RoPE             com.microsoft RotaryEmbedding              RotaryEmbedding (opset ≥ 23)
-//   dtype            float32
+//   dtype            float32; with --provider cuda also float16 and bfloat16
 // clang-format on
 //
-// Every op above has float32 and float16 kernels on ONNX Runtime's CPU and CUDA providers, and
-// none for bfloat16 on the CPU provider (a fused model that no longer loads where the user runs it
-// is a wrong model). float16 stays unfused too, for accuracy: the CPU provider has no float16
-// kernels for most elementary ops and runs a float16 model's runs of them in float32, casting
-// once at each end, while a fused op rounds its float16 output; measured on the converted
-// fixtures, a float16 LLaMA whose RMSNorms were fused came out 30% less accurate against its
-// float32 original than unfused. The residual forms exist in ONNX Runtime only: target onnx
-// leaves the residual Add beside the norm.
+// Every op above has kernels for float32 on ONNX Runtime's CPU and CUDA providers, and for float16
+// and bfloat16 on CUDA (its kernel table, docs/OperatorKernels.md). The CPU provider has float16
+// kernels for the norms and RotaryEmbedding only (a float16 GELU runs there cast to float32 and
+// back) and none for bfloat16.
+//
+// Which types fuse is the provider's accuracy, not only its kernels. The fused ops compute in
+// float32 and round their output once. ONNX Runtime's CUDA provider has float16 and bfloat16
+// kernels for the elementary ops and runs the unfused chain in the model's type, rounding after
+// every op, so there the fused op is the more accurate form (judged so, both models run with every
+// op rounding to its type, the converted fixtures' mean error against their float32 originals is
+// 0.71 to 1.00 times the unfused one's: tests/models/CONFORMANCE.md). The CPU provider has no
+// float16 kernels for most elementary ops and runs a float16 model's runs of them in float32,
+// casting once at each end, so the unfused chain rounds once too, and a fused float16 kernel can
+// round more: measured on the converted fixtures, a float16 LLaMA whose RMSNorms were fused came
+// out 30% less accurate against its float32 original than unfused. So float16 and bfloat16 fuse for
+// --provider cuda, and stay unfused for the CPU provider and for target onnx, whose runtime is not
+// named. The residual forms exist in ONNX Runtime only: target onnx leaves the residual Add beside
+// the norm.
 #pragma once
 
 #include <string>
@@ -40,20 +50,30 @@ namespace fusekit::rules::layer {
 
 using rewrite::verdict;
 
-// The one element type fused here (above: why not float16 or bfloat16).
+// The one element type fused for every provider and target (above: why not float16 or
+// bfloat16 on the CPU provider).
 inline constexpr dtype fused_type = dtype::float32;
 
-inline verdict admits_dtype(const graph& g, value_id x, std::string_view op) {
+inline verdict admits_dtype(const graph& g, value_id x, std::string_view op,
+                            const fusion_options& o) {
   const dtype t = g.type(x);
-  if (t == fused_type) return verdict::yes();
+  const bool half = t == dtype::float16 || t == dtype::bfloat16;
+  if (t == fused_type || (half && o.fused_target == target::ort && o.runs_on == provider::cuda))
+    return verdict::yes();
+  if (o.fused_target == target::ort && o.runs_on == provider::cuda)
+    return verdict::no(pattern::describe_value(g, x) + " is " + std::string(dtype_name(t)) + ", " +
+                       std::string(op) + " is fused for float32, float16 and bfloat16");
+  const std::string cuda_fuses = o.fused_target == target::ort ? " (--provider cuda fuses it)" : "";
   if (t == dtype::float16)
     return verdict::no(pattern::describe_value(g, x) +
                        " is float16: ONNX Runtime's CPU provider "
                        "runs these ops of a float16 model in float32, and " +
-                       std::string(op) + " would round its output where the model does not");
+                       std::string(op) + " would round its output where the model does not" +
+                       cuda_fuses);
   return verdict::no(pattern::describe_value(g, x) + " is " + std::string(dtype_name(t)) + ", " +
                      std::string(op) + " has no " + std::string(dtype_name(t)) +
-                     " kernel on ONNX Runtime's CPU provider");
+                     " kernel on ONNX Runtime's CPU provider" +
+                     (t == dtype::bfloat16 ? cuda_fuses : std::string()));
 }
 
 // Target onnx writes the standard op, which exists from `since` on; fusekit never raises a

@@ -34,7 +34,7 @@
 // by Slice or Split then Squeeze, or by Gather of one index. Refused, with the reason: a head size
 // that is not a number; a Slice, Split, Gather or view that is not what its place in the form
 // needs; cos or sin of another shape or type, or whose pairs are not proven equal; float16 and
-// bfloat16 (layer_ops.hpp: why the layer ops fuse float32 alone). A partial rotation, the first r
+// bfloat16 but for --provider cuda (layer_ops.hpp says why). A partial rotation, the first r
 // numbers of each head, is widened to the whole head once its part has fused (below).
 //
 // Why it is the default for both providers (benchmarks/kernel_forms.py, results in
@@ -348,7 +348,7 @@ struct fused_rotary_embedding {
     using rewrite::verdict;
     const facts& f = facts_of(g);
     const value_id x = get<"x">(m);
-    if (auto no = layer::admits_dtype(g, x, "RotaryEmbedding"); !no) return no;
+    if (auto no = layer::admits_dtype(g, x, "RotaryEmbedding", o); !no) return no;
     if (auto no = layer::admits_opset(g, o.fused_target, "RotaryEmbedding", 23); !no) return no;
     if (g.opset("") < 11)
       return verdict::no(

@@ -104,7 +104,7 @@ struct skip_normalization {
   static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
     const facts& f = facts_of(g);
     const value_id x = get<"x">(m);
-    if (auto no = layer::admits_dtype(g, x, Norm::op); !no) return no;
+    if (auto no = layer::admits_dtype(g, x, Norm::op, o); !no) return no;
     if (const auto rank = f.rank(x); rank != 2 && rank != 3)
       return rewrite::verdict::no(pattern::describe_value(g, x) + " is " + f.shape_text(x) + ", " +
                                   std::string(Norm::op) + " takes rank 2 or 3");
