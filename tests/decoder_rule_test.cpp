@@ -952,6 +952,23 @@ TEST(DifferentialAttention, NearMisses) {
             "Concat 'joined': the two products are not viewed alike before the Concat");
 }
 
+TEST(DifferentialAttention, OtherJoinsOfProductsAreNoNearMiss) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 5, 8});
+  auto w1 = b.input("w1", dtype::float32, {8, 8});
+  auto w2 = b.input("w2", dtype::float32, {8, 8});
+  auto theta = b.op("MatMul", {x, w1});
+  // A rotary embedding's cat(θ, θ): one product, read twice.
+  b.output(b.op("Concat", {theta, theta}, {{"axis", -1}}, {.name = "angles"}));
+  // Two projections of one input, on another axis than theirs: no softmax weighs them.
+  b.output(b.op("Concat", {b.op("MatMul", {x, w1}), b.op("MatMul", {x, w2})}, {{"axis", 1}},
+                {.name = "projections"}));
+  model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m, {.rules = {"differential-attention-values"}});
+  EXPECT_TRUE(report.fusions.empty());
+  EXPECT_TRUE(report.near_misses.empty());
+}
+
 // ---- the contracts of the fused ops, one class of refusal each
 
 TEST(FusedOpContracts, GroupedKeyValueHeadsGoToAttentionWhenQsHeadsAreAMultiple) {

@@ -41,6 +41,26 @@ inline bool keeps_every_dim(const graph& g, node_id reshape) {
   return true;
 }
 
+// Whether the Concat joins, through at most three views each, two MatMuls whose first operand is
+// one value a Softmax computes, through at most three ops read at their input 0 (Casts; the NaN
+// guard's Where, whose condition IsNaN reads the Softmax).
+inline bool products_of_one_softmax(const graph& g, node_id concat) {
+  if (g.inputs(concat).size() != 2) return false;
+  node_id product[2] = {no_id, no_id};
+  for (int k = 0; k < 2; ++k) {
+    node_id p = g.producer(g.input(concat, std::size_t(k)));
+    for (int step = 0; step < 3 && p != no_id && g.op_type(p) != "MatMul"; ++step)
+      p = g.producer(g.input(p, 0));
+    if (p == no_id || g.op_type(p) != "MatMul") return false;
+    product[k] = p;
+  }
+  if (product[0] == product[1] || g.input(product[0], 0) != g.input(product[1], 0)) return false;
+  node_id weights = g.producer(g.input(product[0], 0));
+  for (int step = 0; step < 3 && weights != no_id && g.op_type(weights) != "Softmax"; ++step)
+    weights = g.producer(g.input(weights, 0));
+  return weights != no_id && g.op_type(weights) == "Softmax";
+}
+
 template <fixed_string V, fixed_string Turn>
 inline constexpr auto weighed =
     optional_op(op<"Transpose">(optional_op(op<"Reshape">(op<"MatMul">(capture<"p">, capture<V>),
@@ -48,7 +68,9 @@ inline constexpr auto weighed =
                                                 .where("keeps every dim", keeps_every_dim))))
         .template bind<Turn>();
 
-inline constexpr auto joined = op<"Concat">(weighed<"v1", "turn1">, weighed<"v2", "turn2">);
+inline constexpr auto joined =
+    op<"Concat">(weighed<"v1", "turn1">, weighed<"v2", "turn2">)
+        .where("joins two products of one softmax's probabilities", products_of_one_softmax);
 
 }  // namespace differential
 
@@ -56,18 +78,11 @@ struct differential_attention_values {
   static constexpr std::string_view name = "differential-attention-values";
   static constexpr auto pattern = differential::joined;
 
-  // A Concat of two products that read one value first: anything else joined is no near miss.
+  // Only a join of two products that one softmax's probabilities weigh is the block: anything
+  // else joined (a rotary embedding's cat(θ, θ), one product read twice; two projections of one
+  // input) is left as it is, and is no near miss.
   static bool resembles(const graph& g, node_id n) {
-    if (g.inputs(n).size() != 2) return false;
-    value_id read[2] = {no_id, no_id};
-    for (int k = 0; k < 2; ++k) {
-      node_id p = g.producer(g.input(n, std::size_t(k)));
-      for (int step = 0; step < 3 && p != no_id && g.op_type(p) != "MatMul"; ++step)
-        p = g.producer(g.input(p, 0));
-      if (p == no_id || g.op_type(p) != "MatMul") return false;
-      read[k] = g.input(p, 0);
-    }
-    return read[0] == read[1];
+    return differential::products_of_one_softmax(g, n);
   }
 
   static rewrite::verdict guard(const graph& g, const auto& m) {
