@@ -288,13 +288,11 @@ def half_precision_layers(cli: str, work: pathlib.Path) -> list[str]:
     """fusekit's norm, GELU and rotary ops in the half-precision fixtures with `--provider cuda`
     (the manifest's float16 and bfloat16 exports, and each converted form the suite runs), and the
     converted ones' accuracy as CUDA computes them (conformance.compare's per_op judging)."""
-    refused, invalid = converted.unloadable(), converted.invalid()
-    cases = [(f"{f['dtype']} exports", f, conformance.MODELS / f["file"])
-             for f in conformance.fixtures() if f["dtype"] != "float32"]
-    cases += [(f"`{f['form']}`", {**f, "judge": "onnx.reference"} if f["file"] in refused else f,
-               converted.path_of(f)) for f in converted.fixtures() if f["file"] not in invalid]
+    cases = [(f"`{f['form']}`" if "form" in f else f"{f['dtype']} exports", f)
+             for f in converted.judged_fixtures() if f["dtype"] != "float32"]
     groups: dict[str, dict] = {}
-    for label, fixture, source in cases:
+    for label, fixture in cases:
+        source = converted.source_of(fixture)
         cuda = conformance.fuse(cli, source, "ort", work / "half", provider="cuda")
         group = groups.setdefault(label, {"files": 0, "ops": {}, "ratios": []})
         group["files"] += 1

@@ -89,6 +89,20 @@ def invalid() -> dict[str, str]:
             if r["reference"] is not None}
 
 
+def judged_fixtures() -> list[dict]:
+    """The manifest's fixtures, then the converted ones that are valid models; those ONNX Runtime
+    refuses are run by the ONNX reference evaluator (marked so)."""
+    refused, bad = unloadable(), invalid()
+    return [*conformance.fixtures(),
+            *({**f, "judge": "onnx.reference"} if f["file"] in refused else f
+              for f in fixtures() if f["file"] not in bad)]
+
+
+def source_of(fixture: dict) -> pathlib.Path:
+    """A judged fixture's file: the manifest's, or the converted one (made if it is not yet)."""
+    return path_of(fixture) if "converted_from" in fixture else conformance.MODELS / fixture["file"]
+
+
 def load_error(path: pathlib.Path) -> str | None:
     """ONNX Runtime's one-line reason for refusing the file, the path left out; None if it
     loads."""

@@ -77,23 +77,9 @@ def expected_reason(fixture, target):
     return None
 
 
-def all_fixtures() -> list[dict]:
-    """The manifest's fixtures, then the converted ones that are valid models; those ONNX Runtime
-    refuses are run by the ONNX reference evaluator."""
-    refused, invalid = converted.unloadable(), converted.invalid()
-    return [*conformance.fixtures(),
-            *({**f, "judge": "onnx.reference"} if f["file"] in refused else f
-              for f in converted.fixtures() if f["file"] not in invalid)]
-
-
-def source_of(fixture: dict):
-    return converted.path_of(fixture) if "converted_from" in fixture \
-        else conformance.MODELS / fixture["file"]
-
-
 def cases():
     out = []
-    for fixture in all_fixtures():
+    for fixture in converted.judged_fixtures():
         for target in conformance.targets_of(fixture):
             reason = expected_reason(fixture, target)
             marks = [pytest.mark.xfail(strict=True, raises=NotAllFused, reason=reason)] \
@@ -105,7 +91,7 @@ def cases():
 
 def test_every_pattern_matches_a_fixture():
     # An entry that matches nothing would silently expect nothing.
-    pairs = [(f["file"].removesuffix(".onnx"), t) for f in all_fixtures()
+    pairs = [(f["file"].removesuffix(".onnx"), t) for f in converted.judged_fixtures()
              for t in conformance.targets_of(f)]
     for name, on in NOT_FUSED_YET:
         assert any(fnmatch.fnmatchcase(s, name) and fnmatch.fnmatchcase(t, on)
@@ -114,7 +100,7 @@ def test_every_pattern_matches_a_fixture():
 
 @pytest.mark.parametrize("fixture,target", cases())
 def test_fixture(fixture, target, tmp_path):
-    source = source_of(fixture)
+    source = converted.source_of(fixture)
     result = conformance.fuse(CLI, source, target, tmp_path)
     assert result.blocks == fixture["blocks"], "the file's attention blocks and the manifest's"
 
@@ -151,7 +137,7 @@ CUDA_REFUSALS = ("CUDA GroupQueryAttention takes no attention bias",
 
 
 @pytest.mark.parametrize("fixture", [pytest.param(f, id=f["file"].removesuffix(".onnx"))
-                                     for f in all_fixtures()])
+                                     for f in converted.judged_fixtures()])
 def test_cuda_provider(fixture, tmp_path):
     # What --provider cuda fuses otherwise than the default (a residual sum read on, folded into
     # the skip norms' output 3; a decode step's mask or a float32 block not given to
@@ -159,7 +145,7 @@ def test_cuda_provider(fixture, tmp_path):
     # computes what the original does; where nothing differs, the two models are the same bytes
     # and test_fixture has judged them. ONNX Runtime's CPU provider runs the half-precision ops
     # (a GELU cast to float32 and back) or, for bfloat16, the reference evaluator does.
-    source = source_of(fixture)
+    source = converted.source_of(fixture)
     default = conformance.fuse(CLI, source, "ort", tmp_path)
     cuda = conformance.fuse(CLI, source, "ort", tmp_path, provider="cuda")
     if cuda.output.read_bytes() == default.output.read_bytes():
