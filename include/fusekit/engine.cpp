@@ -2,4 +2,6 @@
 #define FUSEKIT_ENGINE_BUILDING
 #include "fusekit/engine.hpp"
 #include "fusekit/graph/facts.hpp"
+#include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
+#include "fusekit/rewrite/selfcheck.hpp"

@@ -1,9 +1,11 @@
-// fusekit is header-only, and its engine's heavy entry points (the facts pass: facts::facts and
-// facts::why_unknown; the driver: rewrite::fuse) are also compiled once, in the fusekit::engine
-// library (engine.cpp). A program whose translation units are all compiled with
-// FUSEKIT_ENGINE_LINKED, as linking fusekit::engine (or fusekit::rules, which uses it) makes
-// them, sees those entry points declared, not defined: each of its tests or tools no longer
-// compiles the engine again, which was most of a rule test's compile time.
+// fusekit is header-only, and the parts of its engine that no rule's type shapes are also
+// compiled once, in the fusekit::engine library (engine.cpp): the facts pass, reading and writing
+// a model, the driver, the edit checks and the names, the graph builder, the pattern's
+// explanations and the selfcheck's planner and report. A program whose translation units are all
+// compiled with FUSEKIT_ENGINE_LINKED, as linking fusekit::engine (or fusekit::rules, which uses
+// it) makes them, sees those functions declared, not defined: a test or tool compiles the
+// templates its rules instantiate and no more. A rule's test builds in half the time it takes
+// header-only.
 #pragma once
 
 #if defined(FUSEKIT_ENGINE_LINKED) && !defined(FUSEKIT_ENGINE_BUILDING)

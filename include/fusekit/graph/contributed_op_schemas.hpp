@@ -22,10 +22,13 @@
 #include <utility>
 #include <vector>
 
+#include "fusekit/engine.hpp"
+
 namespace fusekit {
 
 // One schema per op of contributed_ops.hpp, finalised (input and output counts, parsed types).
-inline const std::vector<onnx::OpSchema>& contributed_op_schemas() {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE const std::vector<onnx::OpSchema>& contributed_op_schemas() {
   static const std::vector<onnx::OpSchema> all = [] {
     using onnx::OpSchema;
     constexpr auto optional = OpSchema::Optional;
@@ -312,6 +315,9 @@ inline const std::vector<onnx::OpSchema>& contributed_op_schemas() {
   }();
   return all;
 }
+#else
+const std::vector<onnx::OpSchema>& contributed_op_schemas();
+#endif
 
 // onnx's registry with the contributed ops added, for onnx::checker::CheckerContext and shape
 // inference. For a contributed op "" and "ai.onnx" name one domain, as in ONNX Runtime; every other

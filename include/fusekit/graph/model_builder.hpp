@@ -22,6 +22,7 @@
 #include <variant>
 #include <vector>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/dtype.hpp"
 #include "fusekit/graph/op_table.hpp"
 #include "fusekit/io/model.hpp"
@@ -122,8 +123,10 @@ struct node_options {
 };
 
 // Encodes `values` as raw_data of the given type (float16/bfloat16 rounded to nearest even).
-inline onnx::TensorProto make_tensor(std::string name, dtype type, std::vector<std::int64_t> dims,
-                                     const std::vector<double>& values) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE onnx::TensorProto make_tensor(std::string name, dtype type,
+                                                    std::vector<std::int64_t> dims,
+                                                    const std::vector<double>& values) {
   onnx::TensorProto t;
   t.set_name(std::move(name));
   t.set_data_type(static_cast<int>(type));
@@ -176,6 +179,10 @@ inline onnx::TensorProto make_tensor(std::string name, dtype type, std::vector<s
   t.set_raw_data(std::move(raw));
   return t;
 }
+#else
+onnx::TensorProto make_tensor(std::string name, dtype type, std::vector<std::int64_t> dims,
+                              const std::vector<double>& values);
+#endif
 
 class graph_builder {
  public:
@@ -204,20 +211,7 @@ class graph_builder {
 
   // Adds a node with options.outputs outputs and returns them all.
   std::vector<value> ops(std::string_view op_type, std::vector<value> inputs,
-                         std::initializer_list<attr> attrs = {}, node_options options = {}) {
-    auto& node = *graph_.add_node();
-    node.set_op_type(std::string(op_type));
-    node.set_domain(options.domain);
-    node.set_name(options.name.empty() ? fresh(op_type) : options.name);
-    for (const auto& in : inputs) node.add_input(in.name);
-    std::vector<value> outputs;
-    for (int k = 0; k < options.outputs; ++k) {
-      outputs.push_back({k == 0 ? node.name() : node.name() + "_" + std::to_string(k)});
-      node.add_output(outputs.back().name);
-    }
-    for (const auto& a : attrs) *node.add_attribute() = a.proto;
-    return outputs;
-  }
+                         std::initializer_list<attr> attrs = {}, node_options options = {});
 
   value initializer(std::string name, dtype type, std::vector<std::int64_t> dims,
                     const std::vector<double>& values) {
@@ -265,6 +259,26 @@ class graph_builder {
   onnx::GraphProto graph_;
   std::shared_ptr<int> names_;
 };
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::vector<value> graph_builder::ops(std::string_view op_type,
+                                                            std::vector<value> inputs,
+                                                            std::initializer_list<attr> attrs,
+                                                            node_options options) {
+  auto& node = *graph_.add_node();
+  node.set_op_type(std::string(op_type));
+  node.set_domain(options.domain);
+  node.set_name(options.name.empty() ? fresh(op_type) : options.name);
+  for (const auto& in : inputs) node.add_input(in.name);
+  std::vector<value> outputs;
+  for (int k = 0; k < options.outputs; ++k) {
+    outputs.push_back({k == 0 ? node.name() : node.name() + "_" + std::to_string(k)});
+    node.add_output(outputs.back().name);
+  }
+  for (const auto& a : attrs) *node.add_attribute() = a.proto;
+  return outputs;
+}
+#endif
 
 class model_builder : public graph_builder {
  public:
@@ -319,8 +333,10 @@ class model_builder : public graph_builder {
 // Moves the main graph's nodes into a model-local function `domain.name` (its initializers become
 // Constant nodes, its inputs and outputs the function's) that one node, `call`, calls: what
 // torch's export_modules_as_functions writes for a module.
-inline void move_into_local_function(onnx::ModelProto& m, const std::string& name,
-                                     const std::string& domain, const std::string& call) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void move_into_local_function(onnx::ModelProto& m, const std::string& name,
+                                                    const std::string& domain,
+                                                    const std::string& call) {
   onnx::GraphProto& g = *m.mutable_graph();
   onnx::FunctionProto& f = *m.add_functions();
   f.set_name(name);
@@ -356,5 +372,9 @@ inline void move_into_local_function(onnx::ModelProto& m, const std::string& nam
   local.set_domain(domain);
   local.set_version(1);
 }
+#else
+void move_into_local_function(onnx::ModelProto& m, const std::string& name,
+                              const std::string& domain, const std::string& call);
+#endif
 
 }  // namespace fusekit::build

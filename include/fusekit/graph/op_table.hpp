@@ -11,6 +11,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/known_ops.hpp"
 #include "fusekit/graph/op_info.hpp"
 
@@ -36,10 +37,7 @@ constexpr std::optional<op_id> find_known_op(std::string_view domain, std::strin
 // deterministic for a given model.
 class op_interner {
  public:
-  op_interner() {
-    for (std::size_t i = 0; i < known_op_count; ++i)
-      ids_.emplace(key(known_ops[i].domain, known_ops[i].name), op_id(i));
-  }
+  op_interner();
 
   op_id intern(std::string_view domain, std::string_view name) {
     std::string k = key(canonical_domain(domain), name);
@@ -79,5 +77,12 @@ class op_interner {
   std::unordered_map<std::string, op_id> ids_;
   std::deque<entry> extra_;
 };
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE op_interner::op_interner() {
+  for (std::size_t i = 0; i < known_op_count; ++i)
+    ids_.emplace(key(known_ops[i].domain, known_ops[i].name), op_id(i));
+}
+#endif
 
 }  // namespace fusekit

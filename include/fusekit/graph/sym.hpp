@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "fusekit/engine.hpp"
+
 namespace fusekit {
 
 // The answer of every comparison the facts make: "unknown" is never "equal".
@@ -255,65 +257,71 @@ class sym {
         });
   }
 
-  static sym combine(const sym& a, const sym& b, int sign) {
-    if (!a.known() || !b.known()) return unknown();
-    if (a.form_ == form::constant && b.form_ == form::constant) {
-      std::int64_t c = 0;
-      if (sign < 0 ? __builtin_sub_overflow(a.value_, b.value_, &c)
-                   : __builtin_add_overflow(a.value_, b.value_, &c))
-        return unknown();
-      return constant(c);
-    }
-    polynomial a_scratch, b_scratch;
-    const polynomial& x = a.as_polynomial(a_scratch);
-    const polynomial& y = b.as_polynomial(b_scratch);
-    polynomial out;
-    if (!mul(x.denominator, y.denominator, out.denominator)) return unknown();
-    for (const term& t : x.terms) {
-      term p{0, t.factors};
-      if (!mul(t.coefficient, y.denominator, p.coefficient)) return unknown();
-      out.terms.push_back(std::move(p));
-    }
-    for (const term& t : y.terms) {
-      term p{0, t.factors};
-      if (!mul(t.coefficient, sign * x.denominator, p.coefficient)) return unknown();
-      out.terms.push_back(std::move(p));
-    }
-    return normalised(std::move(out));
-  }
+  static sym combine(const sym& a, const sym& b, int sign);
 
-  static sym normalised(polynomial p) {
-    std::sort(p.terms.begin(), p.terms.end(),
-              [](const term& x, const term& y) { return less(x.factors, y.factors); });
-    std::vector<term> merged;
-    for (term& t : p.terms) {
-      if (!merged.empty() && merged.back().factors == t.factors) {
-        if (!add(merged.back().coefficient, t.coefficient, merged.back().coefficient))
-          return unknown();
-      } else {
-        merged.push_back(std::move(t));
-      }
-    }
-    std::erase_if(merged, [](const term& t) { return t.coefficient == 0; });
-    if (merged.size() > max_terms) return unknown();
-    std::int64_t g = p.denominator;
-    for (const term& t : merged) g = std::gcd(g, t.coefficient);
-    if (g > 1) {
-      p.denominator /= g;
-      for (term& t : merged) t.coefficient /= g;
-    }
-    if (merged.empty()) return constant(0);
-    if (p.denominator == 1 && merged.size() == 1) {
-      const term& t = merged[0];
-      if (t.factors.empty()) return constant(t.coefficient);
-      if (t.coefficient == 1 && t.factors.size() == 1 && t.factors[0].power == 1)
-        return atom(t.factors[0].atom);
-    }
-    sym out(form::polynomial, 0);
-    out.poly_.denominator = p.denominator;
-    out.poly_.terms = std::move(merged);
-    return out;
-  }
+  static sym normalised(polynomial p);
 };
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE sym sym::normalised(polynomial p) {
+  std::sort(p.terms.begin(), p.terms.end(),
+            [](const term& x, const term& y) { return less(x.factors, y.factors); });
+  std::vector<term> merged;
+  for (term& t : p.terms) {
+    if (!merged.empty() && merged.back().factors == t.factors) {
+      if (!add(merged.back().coefficient, t.coefficient, merged.back().coefficient))
+        return unknown();
+    } else {
+      merged.push_back(std::move(t));
+    }
+  }
+  std::erase_if(merged, [](const term& t) { return t.coefficient == 0; });
+  if (merged.size() > max_terms) return unknown();
+  std::int64_t g = p.denominator;
+  for (const term& t : merged) g = std::gcd(g, t.coefficient);
+  if (g > 1) {
+    p.denominator /= g;
+    for (term& t : merged) t.coefficient /= g;
+  }
+  if (merged.empty()) return constant(0);
+  if (p.denominator == 1 && merged.size() == 1) {
+    const term& t = merged[0];
+    if (t.factors.empty()) return constant(t.coefficient);
+    if (t.coefficient == 1 && t.factors.size() == 1 && t.factors[0].power == 1)
+      return atom(t.factors[0].atom);
+  }
+  sym out(form::polynomial, 0);
+  out.poly_.denominator = p.denominator;
+  out.poly_.terms = std::move(merged);
+  return out;
+}
+
+FUSEKIT_ENGINE_INLINE sym sym::combine(const sym& a, const sym& b, int sign) {
+  if (!a.known() || !b.known()) return unknown();
+  if (a.form_ == form::constant && b.form_ == form::constant) {
+    std::int64_t c = 0;
+    if (sign < 0 ? __builtin_sub_overflow(a.value_, b.value_, &c)
+                 : __builtin_add_overflow(a.value_, b.value_, &c))
+      return unknown();
+    return constant(c);
+  }
+  polynomial a_scratch, b_scratch;
+  const polynomial& x = a.as_polynomial(a_scratch);
+  const polynomial& y = b.as_polynomial(b_scratch);
+  polynomial out;
+  if (!mul(x.denominator, y.denominator, out.denominator)) return unknown();
+  for (const term& t : x.terms) {
+    term p{0, t.factors};
+    if (!mul(t.coefficient, y.denominator, p.coefficient)) return unknown();
+    out.terms.push_back(std::move(p));
+  }
+  for (const term& t : y.terms) {
+    term p{0, t.factors};
+    if (!mul(t.coefficient, sign * x.denominator, p.coefficient)) return unknown();
+    out.terms.push_back(std::move(p));
+  }
+  return normalised(std::move(out));
+}
+#endif
 
 }  // namespace fusekit

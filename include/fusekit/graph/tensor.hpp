@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/dtype.hpp"
 #include "fusekit/io/external_data.hpp"
 
@@ -182,34 +183,11 @@ class tensor_values {
     }
   }
 
-  void check_size() const {
-    if (size_ < 0)
-      throw tensor_error(*tensor_, "has a negative dimension or more elements than int64 holds");
-    if (dtype_size(type_) == 0 && dtype_bits(type_) != 0) return check_packed_size();
-    const std::int64_t stored = stored_count();
-    if (stored >= 0 && stored != size_)
-      throw tensor_error(*tensor_, "shape holds " + std::to_string(size_) +
-                                       " elements but its data holds " + std::to_string(stored) +
-                                       " of " + std::string(dtype_name(type_)));
-  }
+  void check_size() const;
 
   // Types narrower than a byte: raw_data holds them packed, int32_data as many an entry as fit in a
   // byte (one float6 an entry).
-  void check_packed_size() const {
-    const bool raw = !raw_.empty() || tensor_->has_raw_data() || is_external(*tensor_);
-    const std::int64_t bits = static_cast<std::int64_t>(dtype_bits(type_));
-    const std::int64_t per_entry = bits == 6 ? 1 : 8 / bits;
-    const std::int64_t needed =
-        raw ? raw_bytes(type_, size_) : size_ / per_entry + (size_ % per_entry != 0);
-    const std::int64_t stored =
-        raw ? static_cast<std::int64_t>(raw_.size()) : tensor_->int32_data_size();
-    if (needed != stored)
-      throw tensor_error(*tensor_, "shape holds " + std::to_string(size_) + " elements of " +
-                                       std::string(dtype_name(type_)) + ", packed in " +
-                                       std::to_string(needed) +
-                                       (raw ? " bytes" : " int32_data entries") +
-                                       ", but its data has " + std::to_string(stored));
-  }
+  void check_packed_size() const;
 
   const onnx::TensorProto* tensor_;
   dtype type_;
@@ -217,6 +195,35 @@ class tensor_values {
   std::string external_;
   std::string_view raw_;
 };
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void tensor_values::check_packed_size() const {
+  const bool raw = !raw_.empty() || tensor_->has_raw_data() || is_external(*tensor_);
+  const std::int64_t bits = static_cast<std::int64_t>(dtype_bits(type_));
+  const std::int64_t per_entry = bits == 6 ? 1 : 8 / bits;
+  const std::int64_t needed =
+      raw ? raw_bytes(type_, size_) : size_ / per_entry + (size_ % per_entry != 0);
+  const std::int64_t stored =
+      raw ? static_cast<std::int64_t>(raw_.size()) : tensor_->int32_data_size();
+  if (needed != stored)
+    throw tensor_error(*tensor_, "shape holds " + std::to_string(size_) + " elements of " +
+                                     std::string(dtype_name(type_)) + ", packed in " +
+                                     std::to_string(needed) +
+                                     (raw ? " bytes" : " int32_data entries") +
+                                     ", but its data has " + std::to_string(stored));
+}
+
+FUSEKIT_ENGINE_INLINE void tensor_values::check_size() const {
+  if (size_ < 0)
+    throw tensor_error(*tensor_, "has a negative dimension or more elements than int64 holds");
+  if (dtype_size(type_) == 0 && dtype_bits(type_) != 0) return check_packed_size();
+  const std::int64_t stored = stored_count();
+  if (stored >= 0 && stored != size_)
+    throw tensor_error(*tensor_, "shape holds " + std::to_string(size_) +
+                                     " elements but its data holds " + std::to_string(stored) +
+                                     " of " + std::string(dtype_name(type_)));
+}
+#endif
 
 // The value of a one-element numeric tensor (0-d, [1], [1,1] …); nullopt for anything else.
 inline std::optional<double> scalar_value(const onnx::TensorProto& t,

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/io/error.hpp"
 
 namespace fusekit {
@@ -28,7 +29,8 @@ inline error tensor_error(const onnx::TensorProto& t, std::string message) {
   return error(std::move(message), {.field = "initializer '" + t.name() + "'"});
 }
 
-inline external_data_ref external_data_of(const onnx::TensorProto& t) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE external_data_ref external_data_of(const onnx::TensorProto& t) {
   external_data_ref ref;
   for (const auto& entry : t.external_data()) {
     try {
@@ -48,10 +50,14 @@ inline external_data_ref external_data_of(const onnx::TensorProto& t) {
         t, "external data location '" + ref.location + "' leaves the model's directory");
   return ref;
 }
+#else
+external_data_ref external_data_of(const onnx::TensorProto& t);
+#endif
 
 // Fails with the file and byte range when the data file is missing or too short.
-inline std::uint64_t external_data_size(const onnx::TensorProto& t,
-                                        const std::filesystem::path& base_dir) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::uint64_t external_data_size(const onnx::TensorProto& t,
+                                                       const std::filesystem::path& base_dir) {
   const external_data_ref ref = external_data_of(t);
   const std::filesystem::path file = base_dir / ref.location;
   std::error_code ec;
@@ -66,9 +72,13 @@ inline std::uint64_t external_data_size(const onnx::TensorProto& t,
                               std::to_string(ref.offset + length));
   return length;
 }
+#else
+std::uint64_t external_data_size(const onnx::TensorProto& t, const std::filesystem::path& base_dir);
+#endif
 
-inline std::string read_external_data(const onnx::TensorProto& t,
-                                      const std::filesystem::path& base_dir) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string read_external_data(const onnx::TensorProto& t,
+                                                     const std::filesystem::path& base_dir) {
   const std::uint64_t length = external_data_size(t, base_dir);
   const external_data_ref ref = external_data_of(t);
   std::ifstream in(base_dir / ref.location, std::ios::binary);
@@ -78,5 +88,8 @@ inline std::string read_external_data(const onnx::TensorProto& t,
   if (!in) throw tensor_error(t, "cannot read external data file '" + ref.location + "'");
   return bytes;
 }
+#else
+std::string read_external_data(const onnx::TensorProto& t, const std::filesystem::path& base_dir);
+#endif
 
 }  // namespace fusekit

@@ -21,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/io/error.hpp"
 #include "fusekit/io/external_data.hpp"
 #include "fusekit/io/wire_format.hpp"
@@ -143,8 +144,9 @@ inline void copy_bytes(std::ifstream& in, std::ofstream& out, std::uint64_t leng
   }
 }
 
-inline void set_external(onnx::TensorProto& t, const std::string& location, std::uint64_t offset,
-                         std::uint64_t length) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void set_external(onnx::TensorProto& t, const std::string& location,
+                                        std::uint64_t offset, std::uint64_t length) {
   t.clear_external_data();
   t.clear_raw_data();
   t.set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
@@ -156,11 +158,16 @@ inline void set_external(onnx::TensorProto& t, const std::string& location, std:
     entry->set_value(value);
   }
 }
+#else
+void set_external(onnx::TensorProto& t, const std::string& location, std::uint64_t offset,
+                  std::uint64_t length);
+#endif
 
 }  // namespace detail
 
 // Fails, naming the initializer and file, when an external data file is missing or too short.
-inline void check_external_data(const model& m) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void check_external_data(const model& m) {
   detail::for_each_initializer(m.proto, [&](const onnx::TensorProto& t) {
     if (!is_external(t)) return;
     try {
@@ -170,6 +177,9 @@ inline void check_external_data(const model& m) {
     }
   });
 }
+#else
+void check_external_data(const model& m);
+#endif
 
 namespace detail {
 
@@ -182,7 +192,8 @@ inline void check_size(std::uint64_t size, const std::string& file) {
 }
 
 // What a parsed model must hold before anything reads it.
-inline void check_parsed(const model& m) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void check_parsed(const model& m) {
   const std::string file = m.path.string();
   if (!m.proto.has_graph())
     throw error("not an ONNX model: it has no graph", {.file = file, .field = "graph"});
@@ -195,11 +206,16 @@ inline void check_parsed(const model& m) {
                 {.file = file, .field = "ir_version"});
   check_external_data(m);
 }
+#else
+void check_parsed(const model& m);
+#endif
 
 }  // namespace detail
 
 // Parses a model held in memory. `path` names it in errors and locates its external data.
-inline model parse_model(std::string_view bytes, std::filesystem::path path = "<memory>") {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE model parse_model(std::string_view bytes,
+                                        std::filesystem::path path = "<memory>") {
   const std::string file = path.string();
   detail::check_size(bytes.size(), file);
   model m{.proto = {}, .path = std::move(path)};
@@ -209,8 +225,12 @@ inline model parse_model(std::string_view bytes, std::filesystem::path path = "<
   detail::check_parsed(m);
   return m;
 }
+#else
+model parse_model(std::string_view bytes, std::filesystem::path path = "<memory>");
+#endif
 
-inline model load_model(const std::filesystem::path& path) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE model load_model(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw error("is a directory, not a model file", {.file = path.string()});
@@ -242,6 +262,9 @@ inline model load_model(const std::filesystem::path& path) {
   detail::check_parsed(m);
   return m;
 }
+#else
+model load_model(const std::filesystem::path& path);
+#endif
 
 struct save_options {
   // Inline initializers of at least this many raw bytes move to "<model file>.data". Unset: only
@@ -251,8 +274,9 @@ struct save_options {
 
 // Writes `m` to `out` atomically. External data stays valid: in the model's own directory its
 // files are kept as they are; elsewhere the tensors are copied into "<out file name>.data".
-inline void save_model(const model& m, const std::filesystem::path& out,
-                       const save_options& options = {}) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void save_model(const model& m, const std::filesystem::path& out,
+                                      const save_options& options = {}) {
   namespace fs = std::filesystem;
   const fs::path out_dir = out.parent_path();
   const std::string data_name = out.filename().string() + ".data";
@@ -316,5 +340,8 @@ inline void save_model(const model& m, const std::filesystem::path& out,
   if (data_used) data.commit();
   file.commit();
 }
+#else
+void save_model(const model& m, const std::filesystem::path& out, const save_options& options = {});
+#endif
 
 }  // namespace fusekit

@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/shape_source.hpp"
 #include "fusekit/pattern/captures.hpp"
@@ -109,7 +110,8 @@ inline std::string quoted(std::string_view name) {
   return out;
 }
 
-inline std::string describe_value(const graph& g, value_id v) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string describe_value(const graph& g, value_id v) {
   if (v == no_id) return "an omitted optional input";
   const std::string name = quoted(g.name(v));
   if (g.producer(v) != no_id) {
@@ -123,6 +125,9 @@ inline std::string describe_value(const graph& g, value_id v) {
   if (g.is_outer_scope(v)) return "outer-scope value " + name;
   return "value " + name;
 }
+#else
+std::string describe_value(const graph& g, value_id v);
+#endif
 
 // Failure texts, as plain functions: compiled once, not once per pattern.
 namespace message {
@@ -135,8 +140,9 @@ inline void expected_op(std::string& m, const graph& g, std::string_view op, std
 }
 
 // `most` = npos: any number from `least` on (all<>).
-inline void wrong_arity(std::string& m, const graph& g, node_id n, std::size_t given,
-                        std::size_t least, std::size_t most) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void wrong_arity(std::string& m, const graph& g, node_id n, std::size_t given,
+                                       std::size_t least, std::size_t most) {
   m += g.describe(n) + " has " + std::to_string(given) + " inputs, the pattern expects ";
   if (most == static_cast<std::size_t>(-1))
     m += "at least " + std::to_string(least);
@@ -145,6 +151,10 @@ inline void wrong_arity(std::string& m, const graph& g, node_id n, std::size_t g
   else
     m += std::to_string(least) + " to " + std::to_string(most);
 }
+#else
+void wrong_arity(std::string& m, const graph& g, node_id n, std::size_t given, std::size_t least,
+                 std::size_t most);
+#endif
 
 inline void omitted(std::string& m, std::string_view name) {
   m += name.empty() ? std::string("expected a value")
@@ -187,9 +197,12 @@ class reason_ref {
 };
 
 // Keeps the failure if it explains more than the one kept so far.
-[[gnu::cold]] inline void record_failure(explanation& sink, const graph& g, const site* where,
-                                         node_id about, std::span<const matched_entry> matched,
-                                         bool in_node, std::size_t held, reason_ref reason) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+[[gnu::cold]] FUSEKIT_ENGINE_INLINE void record_failure(explanation& sink, const graph& g,
+                                                        const site* where, node_id about,
+                                                        std::span<const matched_entry> matched,
+                                                        bool in_node, std::size_t held,
+                                                        reason_ref reason) {
   const std::size_t progress = 2 * matched.size() + (in_node ? 1 : 0);
   if (sink.failed && (progress < sink.progress || (progress == sink.progress && held < sink.held)))
     return;
@@ -209,6 +222,11 @@ class reason_ref {
   sink.matched.clear();
   for (const matched_entry& e : matched) sink.matched.push_back(e.node);
 }
+#else
+void record_failure(explanation& sink, const graph& g, const site* where, node_id about,
+                    std::span<const matched_entry> matched, bool in_node, std::size_t held,
+                    reason_ref reason);
+#endif
 
 // The first interior node whose outputs escape the match, by the node's use policy.
 struct use_violation {
@@ -264,7 +282,9 @@ inline use_violation find_use_violation(const graph& g, std::span<const matched_
   return {};
 }
 
-inline void write_use_violation(std::string& m, const graph& g, const use_violation& v) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void write_use_violation(std::string& m, const graph& g,
+                                               const use_violation& v) {
   using kind = use_violation::kind;
   m += "output of " + g.describe(v.node);
   switch (v.what) {
@@ -285,6 +305,9 @@ inline void write_use_violation(std::string& m, const graph& g, const use_violat
       break;
   }
 }
+#else
+void write_use_violation(std::string& m, const graph& g, const use_violation& v);
+#endif
 
 template <class Captures, std::size_t Depth>
 class context {

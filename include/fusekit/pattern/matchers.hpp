@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/pattern/captures.hpp"
 #include "fusekit/pattern/context.hpp"
@@ -362,8 +363,9 @@ struct captured {
 // ---- constant_scalar<"scale">: a one-element numeric constant of any dtype, bound as double
 
 namespace detail {
-inline void not_constant(std::string& m, const graph& g, std::string_view what,
-                         std::string_view name, value_id v) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void not_constant(std::string& m, const graph& g, std::string_view what,
+                                        std::string_view name, value_id v) {
   m += "expected " + std::string(what) + " '" + std::string(name) + "', ";
   if (v == no_id)
     m += "the input is omitted";
@@ -376,14 +378,24 @@ inline void not_constant(std::string& m, const graph& g, std::string_view what,
   else
     m += describe_value(g, v) + " is not a constant";
 }
+#else
+void not_constant(std::string& m, const graph& g, std::string_view what, std::string_view name,
+                  value_id v);
+#endif
 
 // A float32 or half constant prints as the float it is (0.6, not 0.6000000238418579).
-inline void wrong_scalar(std::string& m, std::string_view name, double found, double expected,
-                         dtype type, std::string_view relation = {}) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void wrong_scalar(std::string& m, std::string_view name, double found,
+                                        double expected, dtype type,
+                                        std::string_view relation = {}) {
   const bool single = type == dtype::float32 || type == dtype::float16 || type == dtype::bfloat16;
   m += "constant scalar '" + std::string(name) + "' is " + number_text(found, single) +
        ", expected " + std::string(relation) + number_text(expected);
 }
+#else
+void wrong_scalar(std::string& m, std::string_view name, double found, double expected, dtype type,
+                  std::string_view relation = {});
+#endif
 }  // namespace detail
 
 template <fixed_string Name>

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/sym.hpp"
@@ -374,14 +375,18 @@ namespace detail {
   if (input) m += " (input 1)";
 }
 
-[[gnu::cold]] inline void axes_not_constant(std::string& m, const graph& g, node_id n,
-                                            value_id axes) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+[[gnu::cold]] FUSEKIT_ENGINE_INLINE void axes_not_constant(std::string& m, const graph& g,
+                                                           node_id n, value_id axes) {
   axes_subject(m, g, n, true);
   m += " come from " + describe_value(g, axes);
   m += g.is_initializer(axes) && g.is_graph_input(axes)
            ? ", which is also a graph input, so it can be overridden at run time"
            : ", not a constant";
 }
+#else
+void axes_not_constant(std::string& m, const graph& g, node_id n, value_id axes);
+#endif
 
 }  // namespace detail
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/shape_source.hpp"
 #include "fusekit/pattern/match.hpp"
@@ -53,12 +54,17 @@ struct attempt_sink {
   report& out;
 };
 
-inline std::vector<std::string> describe_all(const graph& g, std::span<const node_id> nodes) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::vector<std::string> describe_all(const graph& g,
+                                                            std::span<const node_id> nodes) {
   std::vector<std::string> out;
   out.reserve(nodes.size());
   for (node_id n : nodes) out.push_back(g.describe(n));
   return out;
 }
+#else
+std::vector<std::string> describe_all(const graph& g, std::span<const node_id> nodes);
+#endif
 
 // The Shapes and Sizes outside a match that read a matched value's dims, where the edit lets
 // them read those dims instead (the pattern admitted the match on that condition), and the values
@@ -68,8 +74,9 @@ struct dims_readers {
   std::vector<shape_source> from;
   std::vector<value_id> reads;
 };
-inline dims_readers find_dims_readers(const graph& g, node_id root,
-                                      std::span<const node_id> matched) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE dims_readers find_dims_readers(const graph& g, node_id root,
+                                                     std::span<const node_id> matched) {
   dims_readers out;
   auto is_matched = [&](node_id n) {
     return std::find(matched.begin(), matched.end(), n) != matched.end();
@@ -95,6 +102,9 @@ inline dims_readers find_dims_readers(const graph& g, node_id root,
   }
   return out;
 }
+#else
+dims_readers find_dims_readers(const graph& g, node_id root, std::span<const node_id> matched);
+#endif
 
 // Tries R at every anchor of g: a match that fails, a guard's or emit's refusal and an edit that
 // does not check out become near misses; the rest candidates.

@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/names.hpp"
@@ -49,23 +50,7 @@ class emitter {
   // outputs not written are returned as "".
   std::vector<std::string> ops(std::string_view op_type, std::vector<std::string> inputs,
                                const std::vector<build::attr>& attrs, std::string_view domain,
-                               const std::vector<bool>& written) {
-    onnx::NodeProto& node = nodes_.emplace_back();
-    node.set_op_type(std::string(op_type));
-    node.set_domain(std::string(domain));
-    node.set_name(names_->fresh(stem_ + "/" + std::string(op_type)));
-    for (auto& in : inputs) node.add_input(std::move(in));
-    std::vector<std::string> names;
-    std::size_t listed = 0;  // trailing outputs not written are not listed either
-    for (std::size_t k = 0; k < written.size(); ++k) {
-      names.push_back(written[k] ? names_->fresh(node.name() + "/out") : std::string());
-      if (written[k]) listed = k + 1;
-    }
-    for (std::size_t k = 0; k < listed; ++k) node.add_output(names[k]);
-    for (const auto& a : attrs) *node.add_attribute() = a.proto;
-    if (!domain.empty()) domains_.insert(std::string(domain));
-    return names;
-  }
+                               const std::vector<bool>& written);
   std::string op(std::string_view op_type, std::vector<std::string> inputs,
                  std::initializer_list<build::attr> attrs = {}, std::string_view domain = {}) {
     return ops(op_type, std::move(inputs), attrs, domain).front();
@@ -94,30 +79,7 @@ class emitter {
   // outputs keep working unchanged: an emitted output takes the old name; an existing value, or an
   // emitted one standing for a second value, goes through an Identity. The driver calls it once
   // it has checked the edit.
-  void name_replacements() {
-    std::unordered_map<std::string, std::string> renamed;
-    for (const auto& [old, replacement] : replacements_) {
-      const std::string old_name(graph_->name(old));
-      std::string* output = nullptr;
-      if (!renamed.contains(replacement))
-        for (auto& node : nodes_)
-          for (auto& out : *node.mutable_output())
-            if (out == replacement) output = &out;
-      if (output != nullptr) {
-        renamed.emplace(replacement, old_name);
-        *output = old_name;
-        continue;
-      }
-      onnx::NodeProto& identity = nodes_.emplace_back();
-      identity.set_op_type("Identity");
-      identity.set_name(names_->fresh(stem_ + "/Identity"));
-      identity.add_input(replacement);
-      identity.add_output(old_name);
-    }
-    for (auto& node : nodes_)
-      for (auto& in : *node.mutable_input())
-        if (auto it = renamed.find(in); it != renamed.end()) in = it->second;
-  }
+  void name_replacements();
   std::vector<onnx::NodeProto> take_nodes() { return std::move(nodes_); }
   std::vector<onnx::TensorProto> take_initializers() { return std::move(initializers_); }
 
@@ -143,5 +105,54 @@ class emitter {
   std::set<std::string> domains_;
   nlohmann::json notes_ = nlohmann::json::object();
 };
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::vector<std::string> emitter::ops(std::string_view op_type,
+                                                            std::vector<std::string> inputs,
+                                                            const std::vector<build::attr>& attrs,
+                                                            std::string_view domain,
+                                                            const std::vector<bool>& written) {
+  onnx::NodeProto& node = nodes_.emplace_back();
+  node.set_op_type(std::string(op_type));
+  node.set_domain(std::string(domain));
+  node.set_name(names_->fresh(stem_ + "/" + std::string(op_type)));
+  for (auto& in : inputs) node.add_input(std::move(in));
+  std::vector<std::string> names;
+  std::size_t listed = 0;  // trailing outputs not written are not listed either
+  for (std::size_t k = 0; k < written.size(); ++k) {
+    names.push_back(written[k] ? names_->fresh(node.name() + "/out") : std::string());
+    if (written[k]) listed = k + 1;
+  }
+  for (std::size_t k = 0; k < listed; ++k) node.add_output(names[k]);
+  for (const auto& a : attrs) *node.add_attribute() = a.proto;
+  if (!domain.empty()) domains_.insert(std::string(domain));
+  return names;
+}
+
+FUSEKIT_ENGINE_INLINE void emitter::name_replacements() {
+  std::unordered_map<std::string, std::string> renamed;
+  for (const auto& [old, replacement] : replacements_) {
+    const std::string old_name(graph_->name(old));
+    std::string* output = nullptr;
+    if (!renamed.contains(replacement))
+      for (auto& node : nodes_)
+        for (auto& out : *node.mutable_output())
+          if (out == replacement) output = &out;
+    if (output != nullptr) {
+      renamed.emplace(replacement, old_name);
+      *output = old_name;
+      continue;
+    }
+    onnx::NodeProto& identity = nodes_.emplace_back();
+    identity.set_op_type("Identity");
+    identity.set_name(names_->fresh(stem_ + "/Identity"));
+    identity.add_input(replacement);
+    identity.add_output(old_name);
+  }
+  for (auto& node : nodes_)
+    for (auto& in : *node.mutable_input())
+      if (auto it = renamed.find(in); it != renamed.end()) in = it->second;
+}
+#endif
 
 }  // namespace fusekit::rewrite

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/contributed_op_schemas.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/schema_inference.hpp"
@@ -44,7 +45,8 @@ inline std::string one_line(std::string_view text) {
 // ops' contracts, so that a node of ONNX Runtime's ops is checked rather than failed (ai.onnx) or
 // passed unread (com.microsoft). onnx's check_model takes no registry, so its model-level checks
 // are repeated here before the graph and the local functions are checked.
-inline void check_model(const onnx::ModelProto& proto) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void check_model(const onnx::ModelProto& proto) {
   onnx::checker::CheckerContext ctx;
   ctx.set_schema_registry(&schemas());
   if (proto.ir_version() == 0) fail_check("The model does not have an ir_version set properly.");
@@ -74,9 +76,13 @@ inline void check_model(const onnx::ModelProto& proto) {
   onnx::checker::check_graph(proto.graph(), ctx, scope);
   if (ctx.get_ir_version() >= 8) onnx::checker::check_model_local_functions(proto, ctx, scope);
 }
+#else
+void check_model(const onnx::ModelProto& proto);
+#endif
 
 // What the ONNX checker says against `m`, on one line; "" when it accepts the model.
-inline std::string checker_error(const model& m) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string checker_error(const model& m) {
   try {
     check_model(m.proto);
   } catch (const std::exception& e) {
@@ -84,11 +90,15 @@ inline std::string checker_error(const model& m) {
   }
   return {};
 }
+#else
+std::string checker_error(const model& m);
+#endif
 
 // The note a model past the linked onnx release's ai.onnx opsets gets: the checker read it against
 // the newest schemas the release has, and the facts used none of ONNX's shape rules, which that
 // opset may have changed.
-inline std::optional<std::string> newer_opset_note(const model& m) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::optional<std::string> newer_opset_note(const model& m) {
   const int known = schema_registry_opset();
   for (const auto& o : m.proto.opset_import())
     if ((o.domain().empty() || o.domain() == "ai.onnx") && o.version() > known)
@@ -98,11 +108,15 @@ inline std::optional<std::string> newer_opset_note(const model& m) {
              "'s schemas, and no shape fact came from " + "ONNX's shape rules";
   return std::nullopt;
 }
+#else
+std::optional<std::string> newer_opset_note(const model& m);
+#endif
 
 // The index's first invariant for the bodies of model-local functions, which it does not build:
 // every node input is an input of the function or an output of an earlier node ("" when so). A
 // body that breaks it cannot be inlined, nor run.
-inline std::string function_body_error(const model& m) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string function_body_error(const model& m) {
   for (const auto& f : m.proto.functions()) {
     std::unordered_set<std::string_view> defined(f.input().begin(), f.input().end());
     for (const auto& n : f.node()) {
@@ -116,19 +130,28 @@ inline std::string function_body_error(const model& m) {
   }
   return {};
 }
+#else
+std::string function_body_error(const model& m);
+#endif
 
 // Throws when `m` breaks an invariant, the checker's included.
-inline void check_invariants(const model& m) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE void check_invariants(const model& m) {
   const graph g(m);
   if (std::string why = function_body_error(m); !why.empty())
     throw error(why, {.file = m.path.string()});
   if (std::string why = checker_error(m); !why.empty())
     throw error("the ONNX checker rejects the model: " + why, {.file = m.path.string()});
 }
+#else
+void check_invariants(const model& m);
+#endif
 
 // After a rewrite of a model whose checker_error() was `input_error`: throws when the rewrite broke
 // an invariant; returns a note when the checker rejects the result only as it rejected the input.
-inline std::optional<std::string> check_rewrite(const model& m, std::string_view input_error) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::optional<std::string> check_rewrite(const model& m,
+                                                               std::string_view input_error) {
   const graph g(m);
   const std::string now = checker_error(m);
   if (now.empty()) return std::nullopt;
@@ -139,5 +162,8 @@ inline std::optional<std::string> check_rewrite(const model& m, std::string_view
     why += " (the input's own complaint was: " + std::string(input_error) + ")";
   throw error(std::move(why), {.file = m.path.string()});
 }
+#else
+std::optional<std::string> check_rewrite(const model& m, std::string_view input_error);
+#endif
 
 }  // namespace fusekit::rewrite

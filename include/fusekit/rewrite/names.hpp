@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/name_table.hpp"
 
 namespace fusekit::rewrite {
@@ -62,38 +63,12 @@ class name_pool {
  public:
   explicit name_pool(const onnx::ModelProto& m) : model_(&m) {}
 
-  std::string fresh(std::string_view stem) {
-    if (model_ != nullptr) collect_all();
-    // Stems that share a hash share a counter: it only says where to start looking.
-    std::uint64_t& k = next_[name_hash(stem)];
-    std::string name;
-    name.reserve(stem.size() + 8);
-    for (;; ++k) {
-      name.assign(stem);
-      name += '_';
-      name += std::to_string(k);
-      if (taken_.insert(name_hash(name))) {
-        ++k;
-        return name;
-      }
-    }
-  }
+  std::string fresh(std::string_view stem);
 
  private:
   void take(std::string_view name) { taken_.insert(name_hash(name)); }
 
-  void collect_all() {
-    const onnx::ModelProto& m = *std::exchange(model_, nullptr);
-    taken_.reserve(std::size_t(m.graph().node_size()) * 3 +
-                   std::size_t(m.graph().initializer_size()));
-    collect(m.graph());
-    for (const auto& f : m.functions()) {
-      take(f.name());
-      for (const auto& v : f.input()) take(v);
-      for (const auto& v : f.output()) take(v);
-      for (const auto& node : f.node()) collect(node);
-    }
-  }
+  void collect_all();
 
   void collect(const onnx::GraphProto& g) {
     for (const auto& v : g.input()) take(v.name());
@@ -121,5 +96,37 @@ class name_pool {
   hash_set taken_;
   std::unordered_map<std::uint64_t, std::uint64_t> next_;  // per stem: the first k not yet tried
 };
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string name_pool::fresh(std::string_view stem) {
+  if (model_ != nullptr) collect_all();
+  // Stems that share a hash share a counter: it only says where to start looking.
+  std::uint64_t& k = next_[name_hash(stem)];
+  std::string name;
+  name.reserve(stem.size() + 8);
+  for (;; ++k) {
+    name.assign(stem);
+    name += '_';
+    name += std::to_string(k);
+    if (taken_.insert(name_hash(name))) {
+      ++k;
+      return name;
+    }
+  }
+}
+
+FUSEKIT_ENGINE_INLINE void name_pool::collect_all() {
+  const onnx::ModelProto& m = *std::exchange(model_, nullptr);
+  taken_.reserve(std::size_t(m.graph().node_size()) * 3 +
+                 std::size_t(m.graph().initializer_size()));
+  collect(m.graph());
+  for (const auto& f : m.functions()) {
+    take(f.name());
+    for (const auto& v : f.input()) take(v);
+    for (const auto& v : f.output()) take(v);
+    for (const auto& node : f.node()) collect(node);
+  }
+}
+#endif
 
 }  // namespace fusekit::rewrite

@@ -46,6 +46,7 @@
 #include <onnx/defs/data_type_utils.h>
 #include <onnx/defs/schema.h>
 
+#include "fusekit/engine.hpp"
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/model_builder.hpp"
@@ -117,46 +118,49 @@ struct result {
   // "gelu-erf: 14 instances fused, 9 alternatives covered; parity with ONNX Runtime 14/14; 6
   // mutants refused, each named" and a line for each failure, the first `most` of them: a
   // pattern of thousands of alternatives that fails at one place fails at most of them.
-  std::string to_table(std::size_t most = 20) const {
-    std::ostringstream out;
-    std::size_t fused = 0, same = 0, named = 0, absorbed = 0;
-    for (const instance& i : instances) {
-      fused += i.fused;
-      same += i.parity == "ok";
-    }
-    for (const mutant& m : mutants) {
-      named += m.ok && !m.fused;
-      absorbed += m.ok && m.fused;
-    }
-    out << rule << ": " << (ok() ? "ok" : "FAILED") << "; " << fused << " of " << instances.size()
-        << " instances fused, " << alternatives - uncovered.size() << " of " << alternatives
-        << " alternatives covered; parity with ONNX Runtime "
-        << (parity_checked ? std::to_string(same) + " of " + std::to_string(instances.size())
-                           : std::string("not checked (no Python with onnxruntime given)"))
-        << "; " << mutants.size() << " mutants: " << named << " refused and named";
-    if (absorbed) out << ", " << absorbed << " fused by another alternative";
-    out << "\n";
-    std::vector<std::string> failures;
-    for (const std::string& u : uncovered) failures.push_back("not covered: " + u);
-    for (const instance& i : instances) {
-      if (!i.fused) failures.push_back("instance [" + i.choices + "] did not fuse: " + i.reason);
-      if (!i.parity.empty() && i.parity != "ok")
-        failures.push_back("instance [" + i.choices + "] parity: " + i.parity);
-    }
-    for (const mutant& m : mutants)
-      if (!m.ok)
-        failures.push_back("mutant (" + m.breaks + ") " +
-                           (m.fused ? "fused, parity: " + m.parity
-                                    : "expected a near miss saying \"" + m.expect + "\", got " +
-                                          (m.near_miss.empty() ? std::string("none")
-                                                               : "\"" + m.near_miss + "\"")));
-    for (std::size_t k = 0; k < failures.size() && k < most; ++k)
-      out << "  " << failures[k] << "\n";
-    if (const std::size_t rest = failures.size() - std::min(most, failures.size()); rest)
-      out << "  " << rest << " more failure" << (rest == 1 ? "" : "s") << " not shown\n";
-    return out.str();
-  }
+  std::string to_table(std::size_t most = 20) const;
 };
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
+  std::ostringstream out;
+  std::size_t fused = 0, same = 0, named = 0, absorbed = 0;
+  for (const instance& i : instances) {
+    fused += i.fused;
+    same += i.parity == "ok";
+  }
+  for (const mutant& m : mutants) {
+    named += m.ok && !m.fused;
+    absorbed += m.ok && m.fused;
+  }
+  out << rule << ": " << (ok() ? "ok" : "FAILED") << "; " << fused << " of " << instances.size()
+      << " instances fused, " << alternatives - uncovered.size() << " of " << alternatives
+      << " alternatives covered; parity with ONNX Runtime "
+      << (parity_checked ? std::to_string(same) + " of " + std::to_string(instances.size())
+                         : std::string("not checked (no Python with onnxruntime given)"))
+      << "; " << mutants.size() << " mutants: " << named << " refused and named";
+  if (absorbed) out << ", " << absorbed << " fused by another alternative";
+  out << "\n";
+  std::vector<std::string> failures;
+  for (const std::string& u : uncovered) failures.push_back("not covered: " + u);
+  for (const instance& i : instances) {
+    if (!i.fused) failures.push_back("instance [" + i.choices + "] did not fuse: " + i.reason);
+    if (!i.parity.empty() && i.parity != "ok")
+      failures.push_back("instance [" + i.choices + "] parity: " + i.parity);
+  }
+  for (const mutant& m : mutants)
+    if (!m.ok)
+      failures.push_back(
+          "mutant (" + m.breaks + ") " +
+          (m.fused ? "fused, parity: " + m.parity
+                   : "expected a near miss saying \"" + m.expect + "\", got " +
+                         (m.near_miss.empty() ? std::string("none") : "\"" + m.near_miss + "\"")));
+  for (std::size_t k = 0; k < failures.size() && k < most; ++k) out << "  " << failures[k] << "\n";
+  if (const std::size_t rest = failures.size() - std::min(most, failures.size()); rest)
+    out << "  " << rest << " more failure" << (rest == 1 ? "" : "s") << " not shown\n";
+  return out.str();
+}
+#endif
 
 namespace detail {
 
@@ -246,26 +250,8 @@ class planner {
     for (const auto& [where, p] : points_) n += p.alternatives;
     return n;
   }
-  std::vector<std::string> uncovered() const {
-    std::vector<std::string> out;
-    for (const auto& [where, p] : points_)
-      for (std::size_t k = 0; k < p.alternatives; ++k)
-        if (!covered_.contains({where, int(k)})) {
-          const auto why = last_refusal_.find({where, int(k)});
-          out.push_back(alternative_text(p, int(k)) +
-                        (why == last_refusal_.end() ? "" : ": " + why->second));
-        }
-    return out;
-  }
-  std::string describe_taken() const {
-    std::string out;
-    for (const auto& [where, k] : taken_) {
-      const point& p = points_.at(where);
-      if (p.alternatives < 2) continue;
-      out += (out.empty() ? "" : "; ") + alternative_text(p, k);
-    }
-    return out;
-  }
+  std::vector<std::string> uncovered() const;
+  std::string describe_taken() const;
 
  private:
   static constexpr int tries_per_alternative = 3;
@@ -291,6 +277,30 @@ class planner {
   std::map<std::pair<point_key, int>, int> failures_;
   std::map<std::pair<point_key, int>, std::string> last_refusal_;
 };
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string planner::describe_taken() const {
+  std::string out;
+  for (const auto& [where, k] : taken_) {
+    const point& p = points_.at(where);
+    if (p.alternatives < 2) continue;
+    out += (out.empty() ? "" : "; ") + alternative_text(p, k);
+  }
+  return out;
+}
+
+FUSEKIT_ENGINE_INLINE std::vector<std::string> planner::uncovered() const {
+  std::vector<std::string> out;
+  for (const auto& [where, p] : points_)
+    for (std::size_t k = 0; k < p.alternatives; ++k)
+      if (!covered_.contains({where, int(k)})) {
+        const auto why = last_refusal_.find({where, int(k)});
+        out.push_back(alternative_text(p, int(k)) +
+                      (why == last_refusal_.end() ? "" : ": " + why->second));
+      }
+  return out;
+}
+#endif
 
 // ---- building one instance
 
@@ -356,19 +366,7 @@ struct state {
     return full;
   }
 
-  build::value leaf(std::string_view name, want w) {
-    const dtype t = w.type == dtype::undefined ? type : w.type;
-    // A value the facts must know is a number the rule reads (a scale, a cap): a scalar.
-    const std::vector<std::int64_t> dims =
-        w.constant && w.rank < 0 ? std::vector<std::int64_t>{} : shape_for(w);
-    if (w.constant) {
-      std::int64_t count = 1;
-      for (std::int64_t d : dims) count *= d;
-      return b.initializer(fresh(name), t, dims, std::vector<double>(std::size_t(count), 0.5));
-    }
-    std::vector<build::dim_spec> shape(dims.begin(), dims.end());
-    return b.input(fresh(name), t, shape);
-  }
+  build::value leaf(std::string_view name, want w);
 
   std::string fresh(std::string_view name) {
     std::string clean;
@@ -376,6 +374,22 @@ struct state {
     return (clean.empty() ? std::string("in") : clean) + "_" + std::to_string(names++);
   }
 };
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE build::value state::leaf(std::string_view name, want w) {
+  const dtype t = w.type == dtype::undefined ? type : w.type;
+  // A value the facts must know is a number the rule reads (a scale, a cap): a scalar.
+  const std::vector<std::int64_t> dims =
+      w.constant && w.rank < 0 ? std::vector<std::int64_t>{} : shape_for(w);
+  if (w.constant) {
+    std::int64_t count = 1;
+    for (std::int64_t d : dims) count *= d;
+    return b.initializer(fresh(name), t, dims, std::vector<double>(std::size_t(count), 0.5));
+  }
+  std::vector<build::dim_spec> shape(dims.begin(), dims.end());
+  return b.input(fresh(name), t, shape);
+}
+#endif
 
 template <class P>
 struct gen;
@@ -634,7 +648,8 @@ void attribute(const Matcher& m, state& s, node_parts& parts) {
   } else if constexpr (std::is_same_v<Matcher, pattern::string_is>) {
     parts.attrs.emplace_back(name, std::string(m.value) + (breaks() ? "_other" : ""));
   } else if constexpr (requires {
-                         m.on_axes(std::declval<const graph&>(), node_id{}, pattern::int_list{});
+                         m.on_axes(std::declval<const graph&>(), node_id{},
+                                   std::declval<const pattern::int_list&>());
                        }) {
     std::vector<std::int64_t> v(m.values.begin(), m.values.end());
     if (breaks()) v.push_back(v.empty() ? 0 : v.back() + 1);
@@ -682,8 +697,9 @@ void predicates(const Preds& preds, state& s, node_parts& parts) {
 
 // The one element type an op's input admits where its schema allows only one (a Where's
 // condition is bool, a Reshape's shape int64); undefined where it allows several, or is unknown.
-inline dtype only_type(std::string_view op, std::string_view domain, std::int64_t opset,
-                       std::size_t slot) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE dtype only_type(std::string_view op, std::string_view domain,
+                                      std::int64_t opset, std::size_t slot) {
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
       std::string(op), int(opset), domain.empty() ? onnx::ONNX_DOMAIN : std::string(domain));
   if (schema == nullptr || schema->inputs().empty()) return dtype::undefined;
@@ -696,6 +712,9 @@ inline dtype only_type(std::string_view op, std::string_view domain, std::int64_
       onnx::Utils::DataTypeUtils::ToTypeProto(onnx::Utils::DataTypeUtils::ToType(allowed[0]));
   return dtype(t.tensor_type().elem_type());
 }
+#else
+dtype only_type(std::string_view op, std::string_view domain, std::int64_t opset, std::size_t slot);
+#endif
 
 template <class Spec, std::size_t Slot = 0, class Inputs>
 void inputs(const Inputs& in, state& s, want w, std::vector<build::value>& out) {
@@ -831,7 +850,9 @@ built build(planner& plan, const options& o, const std::vector<leaf_form>& forms
 }
 
 // The leaf forms to try, fewest changed leaves first.
-inline std::vector<std::vector<leaf_form>> leaf_searches(std::size_t leaves, std::size_t most) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::vector<std::vector<leaf_form>> leaf_searches(std::size_t leaves,
+                                                                        std::size_t most) {
   std::vector<std::vector<leaf_form>> all;
   for (std::size_t changed = 0; changed <= leaves && all.size() < most; ++changed) {
     std::vector<int> digits(leaves, 0);
@@ -851,6 +872,9 @@ inline std::vector<std::vector<leaf_form>> leaf_searches(std::size_t leaves, std
   }
   return all;
 }
+#else
+std::vector<std::vector<leaf_form>> leaf_searches(std::size_t leaves, std::size_t most);
+#endif
 
 template <class R>
 bool accepted(const built& b, const rewrite::options_of<R>& own) {
@@ -921,8 +945,9 @@ for line in (root / "pairs.txt").read_text().splitlines():
     print(name + "\t" + ("differs: " + worst if worst else "ok"))
 )";
 
-inline std::map<std::string, std::string> run_parity(const options& o,
-                                                     const std::vector<std::string>& pairs) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::map<std::string, std::string> run_parity(
+    const options& o, const std::vector<std::string>& pairs) {
   {
     std::ofstream script(o.write_to / "parity.py");
     script << parity_script;
@@ -948,6 +973,10 @@ inline std::map<std::string, std::string> run_parity(const options& o,
   }
   return verdicts;
 }
+#else
+std::map<std::string, std::string> run_parity(const options& o,
+                                              const std::vector<std::string>& pairs);
+#endif
 
 }  // namespace detail
 

@@ -64,7 +64,7 @@ inline std::optional<double> uniform_value(const graph& g, value_id v) {
 
 namespace detail {
 
-inline std::string quoted(const graph& g, value_id v) { return "'" + std::string(g.name(v)) + "'"; }
+inline std::string quoted(const graph& g, value_id v) { return pattern::quoted(g.name(v)); }
 
 // v spans the mask's [S, L] in its last two dims: a broadcast 1 there would repeat one row or key.
 inline std::string spans(const graph& g, value_id v, const sym& s, const sym& l) {
