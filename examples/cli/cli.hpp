@@ -133,8 +133,8 @@ nothing.
   --rules, --target, --provider   as for fuse
 )"},
     {"selfcheck",
-     R"(usage: fusekit selfcheck [--rules LIST|all] [--target ort|onnx] [--cases N] [--seed S]
-                         [--python PY] [--keep DIR]
+     R"(usage: fusekit selfcheck [--rules LIST|all] [--target ort|onnx] [--provider cpu|cuda]
+                         [--cases N] [--seed S] [--python PY] [--keep DIR]
 
 Checks each rule from its own pattern, under each target it emits for (or the one --target
 names). It writes a graph for every alternative the pattern holds (each branch of a choice, both
@@ -143,14 +143,17 @@ each must fuse and, run in ONNX Runtime, compute what it replaced. Then, for eac
 the pattern, a graph that breaks that condition alone: it must not fuse, and its near miss must
 name the condition. One line per rule and target, and a line for each failure.
 
-  --rules LIST|all   as for fuse
-  --target ort|onnx  check this target only
-  --cases N          random instances beyond those that cover every alternative (default 4)
-  --seed S           their seed (default 1): the same seed writes the same graphs
-  --python PY        a Python with onnxruntime and numpy, to run the graphs (default python3
-                     where it has both; without one, parity is not checked and the report
-                     says so)
-  --keep DIR         write every graph, its fused form and the parity script under DIR
+  --rules LIST|all     as for fuse
+  --target ort|onnx    check this target only
+  --provider cpu|cuda  target ort as that provider runs the model (default cpu); with cuda the
+                       layer rules' graphs come in float16 too (not bfloat16: ONNX Runtime's
+                       CPU provider, which runs the graphs, has no kernels for it)
+  --cases N            random instances beyond those that cover every alternative (default 4)
+  --seed S             their seed (default 1): the same seed writes the same graphs
+  --python PY          a Python with onnxruntime and numpy, to run the graphs (default python3
+                       where it has both; without one, parity is not checked and the report
+                       says so)
+  --keep DIR           write every graph, its fused form and the parity script under DIR
 )"},
 };
 
@@ -285,8 +288,6 @@ inline arguments parse(int argc, char** argv) {
   if (a.json && !a.shapes) throw usage_error("--json needs --shapes");
   if (a.command != "selfcheck" && (a.cases || a.seed || !a.python.empty() || !a.keep.empty()))
     throw usage_error("--cases, --seed, --python and --keep are selfcheck's");
-  if (a.provider_given && a.command == "selfcheck")
-    throw usage_error("--provider is for fuse, inspect, explain and demo");
   if (a.provider_given && a.attention.fused_target != fusekit::rules::target::ort)
     throw usage_error("--provider names an ONNX Runtime execution provider: it needs --target ort");
   return a;
@@ -737,7 +738,8 @@ inline int selfcheck(const arguments& a) {
       a.target_given ? std::span<const fusekit::rules::target>(named)
                      : std::span<const fusekit::rules::target>(fusekit::rules::every_target);
   std::size_t failed = 0, checked = 0;
-  for (const auto& r : fusekit::rules::check_bundled(o, a.options.rules, targets)) {
+  for (const auto& r :
+       fusekit::rules::check_bundled(o, a.options.rules, targets, a.attention.runs_on)) {
     std::cout << r.to_table() << std::flush;
     failed += !r.ok();
     ++checked;

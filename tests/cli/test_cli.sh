@@ -41,8 +41,8 @@ page explain "usage: fusekit explain IN.onnx --node NAME [--dot FILE] [--rules L
 page demo "usage: fusekit demo [--rules LIST|all] [--target ort|onnx] [--provider cpu|cuda]" \
   "  --rules, --target, --provider   as for fuse"
 page selfcheck \
-  "usage: fusekit selfcheck [--rules LIST|all] [--target ort|onnx] [--cases N] [--seed S]" \
-  "  --target ort|onnx  check this target only"
+  "usage: fusekit selfcheck [--rules LIST|all] [--target ort|onnx] [--provider cpu|cuda]" \
+  "  --target ort|onnx    check this target only"
 check "-h is --help" test "$(exit_code "$fusekit" inspect model.onnx -h)" = 0
 check "-h anywhere after the command gives its page" \
   test "$(head -n 1 out.txt)" = "usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx]"
@@ -405,8 +405,9 @@ refused "unknown provider" 2 "fusekit: --provider is cpu or cuda" \
 refused "a provider for target onnx" 2 \
   "fusekit: --provider names an ONNX Runtime execution provider: it needs --target ort" \
   fuse good.onnx -o bad_out.onnx --report bad_report.json --target onnx --provider cuda
-refused "a provider for selfcheck" 2 "fusekit: --provider is for fuse, inspect, explain and demo" \
-  selfcheck --provider cpu
+refused "a provider for selfcheck's target onnx" 2 \
+  "fusekit: --provider names an ONNX Runtime execution provider: it needs --target ort" \
+  selfcheck --target onnx --provider cuda
 refused "unknown rule" 2 "fusekit: unknown rule 'nope'" \
   fuse good.onnx -o bad_out.onnx --report bad_report.json --rules nope
 refused "unknown command" 2 "fusekit: unknown command 'frob'" frob
@@ -436,6 +437,18 @@ TMPDIR=$PWD/scratch "$fusekit" selfcheck --rules quick-gelu,gelu --python "$pyth
   >out.txt 2>err.txt
 check "selfcheck: the same seed writes the same graphs" cmp -s first.txt out.txt
 check "selfcheck: its scratch folder removed" test -z "$(ls scratch)"
+# --provider cuda: the layer rules fuse float16 there, so their instances come in float16 too.
+check "selfcheck --provider cuda exits 0" test "$(exit_code "$fusekit" selfcheck --rules gelu \
+  --target ort --provider cuda --python "$python" --keep kept_cuda)" = 0
+check "selfcheck --provider cuda: named in its line" \
+  grep -q "^gelu --target ort --provider cuda: ok; .* parity with ONNX Runtime \([0-9]*\) of \1;" out.txt
+float16_instances() {
+  "$python" -c "import glob, onnx, sys
+types = {onnx.load(f).graph.input[0].type.tensor_type.elem_type for f in glob.glob(sys.argv[1] + '/instance_*[0-9].onnx')}
+print(int(onnx.TensorProto.FLOAT16 in types))" "$1"
+}
+check "selfcheck --provider cuda: float16 instances" test "$(float16_instances kept_cuda/gelu-ort-cuda)" = 1
+check "selfcheck for the CPU provider: none" test "$(float16_instances kept/gelu-ort)" = 0
 
 check "demo exits 0" test "$(exit_code "$fusekit" demo)" = 0
 check "demo fuses both blocks" grep -q "scaled-dot-product-attention-head-merge: 2 fused" out.txt

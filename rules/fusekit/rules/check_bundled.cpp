@@ -20,25 +20,26 @@ namespace {
 
 struct checked {
   std::string_view name;
-  selfcheck::result (*run)(const selfcheck::options&, target);
-  bool both_targets;      // else target ort alone: ONNX has no op for it
-  bool layer_dtype_only;  // the layer ops' one element type (layer_ops.hpp)
+  selfcheck::result (*run)(const selfcheck::options&, target, provider);
+  bool both_targets;  // else target ort alone: ONNX has no op for it
+  bool layer_types;   // the layer ops' element types (layer_ops.hpp), which the provider decides
 };
 
 template <class R>
-selfcheck::result with_target(const selfcheck::options& o, target to) {
+selfcheck::result with_target(const selfcheck::options& o, target to, provider on) {
   if constexpr (std::is_same_v<rewrite::options_of<R>, rewrite::no_options>) {
     return selfcheck::check<R>(o);
   } else {
     rewrite::options_of<R> own;
     own.fused_target = to;
+    own.runs_on = on;
     return selfcheck::check<R>(o, own);
   }
 }
 
 template <class R>
-checked rule(bool both_targets, bool layer_dtype_only) {
-  return {R::name, &with_target<R>, both_targets, layer_dtype_only};
+checked rule(bool both_targets, bool layer_types) {
+  return {R::name, &with_target<R>, both_targets, layer_types};
 }
 
 std::span<const checked> library() {
@@ -71,22 +72,28 @@ std::vector<std::string_view> checked_rules() {
 
 std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
                                              std::span<const std::string> only,
-                                             std::span<const target> targets) {
+                                             std::span<const target> targets, provider on) {
   std::vector<selfcheck::result> out;
   for (const checked& c : library()) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;
     for (const target to : targets) {
       if (to == target::onnx && !c.both_targets) continue;
-      const std::string_view target_name = to == target::onnx ? "onnx" : "ort";
+      const bool cuda = to == target::ort && on == provider::cuda;
+      const std::string target_name = to == target::onnx ? "onnx" : "ort";
       selfcheck::options here = o;
-      if (c.layer_dtype_only) here.types = {layer::fused_type};
+      // bfloat16 is not written: ONNX Runtime's CPU provider, which judges parity, has no kernels
+      // for it.
+      if (c.layer_types)
+        here.types = cuda ? std::vector<dtype>{layer::fused_type, dtype::float16}
+                          : std::vector<dtype>{layer::fused_type};
       // Target onnx writes ops of opsets up to 23 (Attention, RMSNormalization): its instances
       // import 23, where every op it emits exists.
       if (to == target::onnx) here.opsets = {23};
       if (!o.write_to.empty())
-        here.write_to = o.write_to / (std::string(c.name) + "-" + std::string(target_name));
-      selfcheck::result r = c.run(here, to);
-      r.rule = std::string(c.name) + " --target " + std::string(target_name);
+        here.write_to =
+            o.write_to / (std::string(c.name) + "-" + target_name + (cuda ? "-cuda" : ""));
+      selfcheck::result r = c.run(here, to, on);
+      r.rule = std::string(c.name) + " --target " + target_name + (cuda ? " --provider cuda" : "");
       out.push_back(std::move(r));
     }
   }

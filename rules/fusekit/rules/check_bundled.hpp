@@ -13,12 +13,15 @@
 
 namespace fusekit::rules {
 
-// Each rule of `only` (every rule where it is empty) under each of `targets` it emits for; a
-// result's rule reads "gelu --target onnx". With options::write_to, each rule and target writes its
-// models to a folder of its own below it, named as the result.
+// Each rule of `only` (every rule where it is empty) under each of `targets` it emits for, for
+// target ort as `on` runs the model (the layer rules' instances then come in the element types
+// that provider fuses, bfloat16 left out); a result's rule reads "gelu --target onnx". With
+// options::write_to, each rule and target writes its models to a folder of its own below it,
+// named as the result.
 std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
                                              std::span<const std::string> only = {},
-                                             std::span<const target> targets = every_target);
+                                             std::span<const target> targets = every_target,
+                                             provider on = provider::cpu);
 
 // The rules check_bundled checks, in its order: every rule of names(), or a rule added to the
 // library would be passed over by `fusekit selfcheck` without a word.
