@@ -876,20 +876,27 @@ struct differential_block {
   bool identity_view = false;
   std::int64_t v2_heads = 4;
   bool one_turned = false;
+  // The first product in float16 between Casts, as a converter that keeps ops in float32 by name
+  // leaves DiffLlama's: v₁ float16, p cast to it, the product cast back.
+  bool first_in_float16 = false;
 
   model build() const {
     model_builder b(17);
     const std::int64_t n = one_turned ? 4 : 5;
     auto q = b.input("q", dtype::float32, {2, 4, n, 8});
     auto k = b.input("k", dtype::float32, {2, 4, n, 8});
-    auto v1 = b.input("v1", dtype::float32, {2, 4, n, 8});
+    auto v1 = b.input("v1", first_in_float16 ? dtype::float16 : dtype::float32, {2, 4, n, 8});
     auto v2 = b.input("v2", dtype::float32, {2, v2_heads, n, 8});
     auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
     auto scores =
         b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float32, 1 / std::sqrt(8.0))});
     auto p = b.op("Softmax", {scores}, {{"axis", -1}}, {.name = "softmax"});
     auto half = [&](value v, bool turned) {
-      value y = b.op("MatMul", {p, v});
+      const bool cast = first_in_float16 && v.name == "v1";
+      value y = cast ? b.op("Cast",
+                            {b.op("MatMul", {b.op("Cast", {p}, {{"to", 10}}, {.name = "p16"}), v})},
+                            {{"to", 1}})
+                     : b.op("MatMul", {p, v});
       if (identity_view)
         y = b.op("Reshape", {y, b.initializer(dtype::int64, {4}, {2, 4, double(n), 8})});
       return turned ? b.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}}) : y;
@@ -950,6 +957,11 @@ TEST(DifferentialAttention, NearMisses) {
   // One product transposed, the other not: no one view of the product on v whole.
   EXPECT_EQ(join_near_miss({.one_turned = true}),
             "Concat 'joined': the two products are not viewed alike before the Concat");
+  // The first product computed in float16: one product on v whole has one type.
+  EXPECT_EQ(join_near_miss({.first_in_float16 = true}),
+            "Concat 'joined': the two products read the probabilities as float16 'p16' and "
+            "float32 'softmax': one product on v whole would compute one of them in another type "
+            "than the model");
 }
 
 TEST(DifferentialAttention, OtherJoinsOfProductsAreNoNearMiss) {

@@ -357,6 +357,62 @@ TEST(Fuse, AShapeOfAnInteriorViewReadsItsNumbersAndTheDimsOfAnInput) {
   fusekit::rewrite::check_invariants(m);
 }
 
+TEST(Fuse, AShapeOfAnInteriorViewWhoseDimsNothingProvesPinsTheMatch) {
+  // The Slice ends where a model input says: its dim 1 is born there, and only the Slice holds it.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {"B", 8});
+  auto ints = [&](double v) { return b.initializer(dtype::int64, {1}, {v}); };
+  auto front = b.op("Slice", {x, ints(0), b.input("end", dtype::int64, {1}), ints(1)}, {},
+                    {.name = "front"});
+  b.output(b.op("Neg", {front}, {}, {.name = "negated"}), dtype::float32, {"B", "E"});
+  b.output(b.op("Shape", {front}, {}, {.name = "front_dims"}), dtype::int64, {2});
+  model m = b.build_model();
+  const auto report = fuse<negated_front>(m);
+  EXPECT_TRUE(report.fusions.empty());
+  ASSERT_EQ(report.near_misses.size(), 1u);
+  EXPECT_EQ(report.near_misses[0].reason,
+            "output of Slice 'front' is also read by Shape 'front_dims', outside the pattern, and "
+            "no value the fusion keeps holds its dims [B, dim 1 of 'front']; dim 1 of 'front' is "
+            "unknown: Slice 'front' cannot prove dim 1 of its output [B, dim 1 of 'front'] from "
+            "its inputs [B, 8], [1], [1], [1]");
+}
+
+// Neg(Concat(past, new)) → Concat(Neg(past), Neg(new)): a rule whose interior join a Shape
+// outside the match reads, as a decode step's mask is sliced to its keys' count.
+struct negated_join {
+  static constexpr std::string_view name = "negated-join";
+  static constexpr auto pattern = op<"Neg">(op<"Concat">(capture<"past">, capture<"new">));
+  static void emit(const graph&, const auto& m, emitter& e) {
+    e.replace_root(e.op(
+        "Concat", {e.op("Neg", {e.value(get<"past">(m))}), e.op("Neg", {e.value(get<"new">(m))})},
+        {{"axis", 1}}));
+  }
+};
+
+TEST(Fuse, AShapeOfAnInteriorValueReadsADimOfAnInputPlusANumber) {
+  // The join is [B, P + 1]: B is past's dim 0, P + 1 its dim 1 plus 1, which no input holds.
+  model_builder b;
+  auto past = b.input("past", dtype::float32, {"B", "P"});
+  auto fresh = b.input("new", dtype::float32, {"B", 1});
+  auto joined = b.op("Concat", {past, fresh}, {{"axis", 1}}, {.name = "join"});
+  b.output(b.op("Neg", {joined}), dtype::float32, {"B", "P + 1"});
+  b.output(b.op("Shape", {joined}, {}, {.name = "join_dims"}), dtype::int64, {2});
+  model m = b.build_model();
+  const auto report = fuse<negated_join>(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].removed.at("Shape"), 1);
+  const auto& nodes = m.proto.graph().node();
+  const auto add = std::find_if(nodes.begin(), nodes.end(),
+                                [](const onnx::NodeProto& n) { return n.op_type() == "Add"; });
+  ASSERT_NE(add, nodes.end());
+  const onnx::NodeProto* offset = nullptr;
+  for (const onnx::NodeProto& n : nodes)
+    if (n.output(0) == add->input(1)) offset = &n;
+  ASSERT_NE(offset, nullptr);
+  EXPECT_EQ(offset->attribute(0).t().int64_data(0), 1);
+  fusekit::rewrite::check_invariants(m);
+}
+
 TEST(Fuse, OrphanedInitializersGoWithTheirReaders) {
   model_builder b;
   auto x = b.input("x", dtype::float32, {4});

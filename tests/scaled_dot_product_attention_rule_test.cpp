@@ -945,7 +945,7 @@ TEST(SdpaRule, AShapeOfDimsNoInputHasPinsTheBlock) {
   spec.score_dims_read = true;  // [1, 4, S, S]: no input of the block has two S
   EXPECT_EQ(near_miss(spec),
             "MatMul 'context': output of MatMul 'scores' is also read by Shape 'score_dims', "
-            "outside the pattern");
+            "outside the pattern, and no value the fusion keeps holds its dims [1, 4, S, S]");
 }
 
 }  // namespace

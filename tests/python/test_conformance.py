@@ -11,9 +11,10 @@ express it, fused with the fusekit CLI (FUSEKIT_CLI):
 * fusing the result again changes nothing;
 * every Softmax left in the result is named by a near miss (fusekit explains each one it does
   not fuse, attention block or not);
-* every block is fused. A fixture whose blocks do not all fuse yet is a strict expected failure
-  below, and the report must give the reason written there: the day a rule fuses the blocks, the
-  test passes unexpectedly, fails, and the entry goes.
+* every block is fused. A fixture whose blocks remain on purpose (conformance.REMAINING, each
+  with why it is right that they remain) is a strict expected failure, and the report must give
+  the reason written there: the day a rule fuses the blocks, the test passes unexpectedly, fails,
+  and the entry goes.
 
 The mixed-precision fixtures converters make from the float32 ones (converted.py) are held to the
 same, and to the accuracy of the converted model against its float32 original; those ONNX Runtime
@@ -32,49 +33,14 @@ CLI = os.environ.get("FUSEKIT_CLI", "")
 if not CLI or not os.access(CLI, os.X_OK):
     raise RuntimeError("FUSEKIT_CLI must name the fusekit tool (the suite runs through ctest)")
 
-# (fixture pattern, target pattern) → the reason the report gives for the blocks left unfused.
-# Each names what a rule does not yet accept; the rule issues remove the entries.
-NOT_FUSED_YET: dict[tuple[str, str], str] = {
-    # Only GroupQueryAttention caps the scores as the model does (see soft_capping_refused), and
-    # it is always causal: a prefill's padding mask is more than causality (a row the mask hides
-    # entirely would see other keys than the model's), and in float16 with a past the CPU
-    # provider's kernel is less accurate than the model. A decode step in float32 fuses.
-    ("*/gemma2.*", "*"): "the scores are soft-capped before Softmax (tanh(s / 50) · 50",
-    ("ort-*/gemma2_decode.*", "*"): "the scores are soft-capped before Softmax (tanh(s / 50) · 50",
-    # The key cache's past goes through a one-input Concat there.
-    ("transformers-4.57/gemma2_decode.ts17*", "*"): "only one of key and value is a cache",
-    # GPTBigCode and GPT-2 in transformers 4.49 slice their causal buffer of n_positions rows
-    # [past : past + 1]: one row while the past is shorter than the buffer, none beyond it, where
-    # the model's Add broadcasts the scores to no rows at all and a fused op would not. Nothing in
-    # the graph bounds the past, so the mask's rows are not proven the query's one. For GPT-2 the
-    # report gives the head-merge rule's reason, met first: a Shape of the merge's Transpose builds
-    # its target, so the Transpose must stay.
-    ("transformers-4.49/gpt_bigcode_decode.ts17*", "*"): "the mask [batch, 1, dim 1 of",
-    ("transformers-4.49/gpt2_eager_decode.ts17*", "*"): "is also read by Shape",
-    # ONNX Runtime's float16 converter turns DeBERTa-v2's mask fill (float32's lowest, selected
-    # by a Where before Softmax) into -65504, which as a bias would not give the same softmax;
-    # the float32 exports fuse.
-    ("ort-*/*/deberta_v2.*", "*"): "the select fills masked scores with -65504",
-    # DiffLlama's two products of one softmax join into one on v whole (differential_attention.hpp)
-    # where both compute in one type; the converter's attention-in-float32 form keeps only the
-    # first ·V MatMul it is named in float32, the other in float16.
-    ("ort-core-fp32/*/diffllama*", "*"): "is also read by MatMul",
-    # Not yet, nor ever for this target: MultiHeadAttention has no bfloat16 kernel, and these
-    # exports are older than the opset-23 Attention that has one.
-    ("*.bf16", "ort"): "MultiHeadAttention takes float32 or float16, not bfloat16",
-}
-
 
 class NotAllFused(Exception):
     """Blocks left unfused, with a near-miss reason for them: what an expected failure expects."""
 
 
 def expected_reason(fixture, target):
-    stem = fixture["file"].removesuffix(".onnx")
-    for (name, on), reason in NOT_FUSED_YET.items():
-        if fnmatch.fnmatchcase(stem, name) and fnmatch.fnmatchcase(target, on):
-            return reason
-    return None
+    entry = conformance.remaining_for(fixture, target)
+    return entry.reason if entry else None
 
 
 def cases():
@@ -93,9 +59,9 @@ def test_every_pattern_matches_a_fixture():
     # An entry that matches nothing would silently expect nothing.
     pairs = [(f["file"].removesuffix(".onnx"), t) for f in converted.judged_fixtures()
              for t in conformance.targets_of(f)]
-    for name, on in NOT_FUSED_YET:
-        assert any(fnmatch.fnmatchcase(s, name) and fnmatch.fnmatchcase(t, on)
-                   for s, t in pairs), (name, on)
+    for r in conformance.REMAINING:
+        assert any(fnmatch.fnmatchcase(s, r.fixtures) and fnmatch.fnmatchcase(t, r.target)
+                   for s, t in pairs), (r.fixtures, r.target)
 
 
 @pytest.mark.parametrize("fixture,target", cases())

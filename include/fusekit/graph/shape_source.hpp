@@ -3,7 +3,8 @@
 // A fusion removes the nodes it matched; a Shape or Size outside the match that reads one of their
 // outputs needs nothing of it but its dims. Those are proven by the facts to be numbers (the reader
 // becomes a constant), or each a number or a dim of one value the match reads from outside, which
-// stays (the reader then reads that value and picks its dims in order, the numbers between them).
+// stays (the reader then reads that value and picks its dims in order, the numbers between them),
+// or such a dim plus a number: a decode step's keys, the past and one new, are past + 1 long.
 // Anything else leaves the reader where it is, and the value it reads with it.
 #pragma once
 
@@ -23,11 +24,13 @@ struct shape_source {
   value_id from = no_id;  // no_id: the dims are numbers, in `dims`
   std::size_t rank = 0;
   std::array<std::int64_t, max_rank> dims{};  // the numbers, when `from` is no_id
-  // dim i of the value is dim order[i] of `from`, or where order[i] is -1 the number dims[i]
+  // dim i of the value is dim order[i] of `from` plus offset[i], or where order[i] is -1 the
+  // number dims[i]
   std::array<std::int64_t, max_rank> order{};
+  std::array<std::int64_t, max_rank> offset{};
   bool mixed() const {
     for (std::size_t i = 0; from != no_id && i < rank; ++i)
-      if (order[i] < 0) return true;
+      if (order[i] < 0 || offset[i] != 0) return true;
     return false;
   }
 };
@@ -41,7 +44,8 @@ inline bool reads_only_dims(const graph& g, node_id n) {
 // Where `reader` (a Shape or Size) can read the dims of x once the nodes that `is_matched` names
 // are gone: numbers, or a value some matched node reads from outside the match (`each_matched`
 // calls its argument with every matched node) that is computed before `reader` and whose dims are
-// x's in some order. No allocation.
+// x's in some order, each plus a number where no dim is x's own. Allocates only to subtract a
+// dim of several terms from another.
 template <class IsMatched, class EachMatched>
 std::optional<shape_source> shape_source_of(const graph& g, value_id x, node_id reader,
                                             const IsMatched& is_matched,
@@ -71,7 +75,8 @@ std::optional<shape_source> shape_source_of(const graph& g, value_id x, node_id 
       if (p != no_id &&
           (is_matched(p) || g.topological_position(p) > g.topological_position(reader)))
         continue;
-      // Each dim of x to a dim of y proven equal to it, each of y's used once; or a number.
+      // Each dim of x to a dim of y proven equal to it, each of y's used once; or a number; or
+      // (numbers between) a dim of y plus a number.
       std::array<bool, shape_source::max_rank> used{};
       shape_source candidate = out;
       bool all = true;
@@ -86,6 +91,16 @@ std::optional<shape_source> shape_source_of(const graph& g, value_id x, node_id 
         if (!all && numbers_between && s.dims[i].constant()) {
           candidate.order[i] = -1;
           all = true;
+        }
+        for (std::size_t j = 0; j < *y_rank && !all && numbers_between; ++j) {
+          const sym& d = *f.dim_of(y, int(j));
+          if (used[j] || d.constant() || s.dims[i].term_count() < 2) continue;
+          if (const auto k = (s.dims[i] - d).constant()) {
+            used[j] = true;
+            candidate.order[i] = std::int64_t(j);
+            candidate.offset[i] = *k;
+            all = true;
+          }
         }
       }
       if (!all) continue;

@@ -300,6 +300,18 @@ FUSEKIT_ENGINE_INLINE void write_use_violation(std::string& m, const graph& g,
       break;
     case kind::escapes:
       m += " is also read by " + g.describe(v.reader) + ", outside the pattern";
+      // A Shape or Size stays with what it reads where no value the fusion keeps holds those
+      // dims: say which dim nothing proves, and where its proof broke.
+      if (reads_only_dims(g, v.reader)) {
+        const facts& f = facts_of(g);
+        const value_id read = g.input(v.reader, 0);
+        m += ", and no value the fusion keeps holds its dims " + f.shape_text(read);
+        for (int i = 0; f.shape(read).known && i < int(f.shape(read).rank()); ++i)
+          if (std::string why = f.why_unknown(read, i); !why.empty()) {
+            m += "; " + why;
+            break;
+          }
+      }
       break;
     case kind::none:
       break;

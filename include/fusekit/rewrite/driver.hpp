@@ -265,8 +265,8 @@ struct graph_edit {
     return made;
   }
 
-  // The dims, some numbers and the rest dims of `from.from`: each a one-element piece, joined
-  // (their product, for Size).
+  // The dims, some numbers and the rest dims of `from.from` (each plus its offset): each a
+  // one-element piece, joined (their product, for Size).
   static std::vector<onnx::NodeProto> mixed_dims_reader(const graph& g, node_id reader,
                                                         const shape_source& from,
                                                         name_pool& names) {
@@ -293,8 +293,14 @@ struct graph_edit {
         made.push_back(int64_constant(piece, piece, std::span(&from.dims[k], 1), false));
       } else {
         const std::string index = names.fresh(old.name() + "/index");
+        const std::string dim = from.offset[k] ? names.fresh(old.name() + "/source") : piece;
         made.push_back(int64_constant(index, index, std::span(&from.order[k], 1), false));
-        made.push_back(node_of("Gather", piece, {dims, index}, piece));
+        made.push_back(node_of("Gather", dim, {dims, index}, dim));
+        if (from.offset[k]) {
+          const std::string offset = names.fresh(old.name() + "/offset");
+          made.push_back(int64_constant(offset, offset, std::span(&from.offset[k], 1), false));
+          made.push_back(node_of("Add", piece, {dim, offset}, piece));
+        }
       }
       pieces.push_back(piece);
     }

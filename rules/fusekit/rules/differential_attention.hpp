@@ -10,8 +10,10 @@
 // p·[v₁ | v₂] = [p·v₁ | p·v₂]: one product on v whole, which the attention rules then fuse as a
 // block whose v has a head size of its own (2H). It holds where v₁ and v₂ are proven to agree in
 // every dim but the last (so that they join, and broadcast against p as each did), both views are
-// one Transpose or none (a Reshape between, proven to keep every dim, is no view at all), and the
-// Concat's axis is the products' last axis through that Transpose.
+// one Transpose or none (a Reshape between, proven to keep every dim, is no view at all), the
+// Concat's axis is the products' last axis through that Transpose, and both products read the
+// probabilities as one value, uncast after (a converter that keeps one MatMul in float32 by its
+// name and not the other is a near miss: one product would compute both in one type).
 #pragma once
 
 #include <cstdint>
@@ -41,35 +43,42 @@ inline bool keeps_every_dim(const graph& g, node_id reshape) {
   return true;
 }
 
-// Whether the Concat joins, through at most three views each, two MatMuls whose first operand is
-// one value a Softmax computes, through at most three ops read at their input 0 (Casts; the NaN
-// guard's Where, whose condition IsNaN reads the Softmax).
+// Whether the Concat joins, through at most three views or Casts each, two MatMuls whose first
+// operands one Softmax computes, through at most six Casts, Identities and the NaN guard's Where
+// and IsNaN, each read at its input 0 (the Where's condition is IsNaN of the Softmax).
 inline bool products_of_one_softmax(const graph& g, node_id concat) {
   if (g.inputs(concat).size() != 2) return false;
-  node_id product[2] = {no_id, no_id};
+  const auto passed = [&](node_id n) {
+    const std::string_view op = g.op_type(n);
+    return g.domain(n).empty() &&
+           (op == "Cast" || op == "Identity" || op == "Where" || op == "IsNaN");
+  };
+  node_id product[2] = {no_id, no_id}, weights[2] = {no_id, no_id};
   for (int k = 0; k < 2; ++k) {
     node_id p = g.producer(g.input(concat, std::size_t(k)));
     for (int step = 0; step < 3 && p != no_id && g.op_type(p) != "MatMul"; ++step)
       p = g.producer(g.input(p, 0));
     if (p == no_id || g.op_type(p) != "MatMul") return false;
     product[k] = p;
+    node_id w = g.producer(g.input(p, 0));
+    for (int step = 0; step < 6 && w != no_id && passed(w); ++step) w = g.producer(g.input(w, 0));
+    if (w == no_id || g.op_type(w) != "Softmax") return false;
+    weights[k] = w;
   }
-  if (product[0] == product[1] || g.input(product[0], 0) != g.input(product[1], 0)) return false;
-  node_id weights = g.producer(g.input(product[0], 0));
-  for (int step = 0; step < 3 && weights != no_id && g.op_type(weights) != "Softmax"; ++step)
-    weights = g.producer(g.input(weights, 0));
-  return weights != no_id && g.op_type(weights) == "Softmax";
+  return product[0] != product[1] && weights[0] == weights[1];
 }
 
-template <fixed_string V, fixed_string Turn>
+template <fixed_string P, fixed_string V, fixed_string Product, fixed_string Turn>
 inline constexpr auto weighed =
-    optional_op(op<"Transpose">(optional_op(op<"Reshape">(op<"MatMul">(capture<"p">, capture<V>),
-                                                          any())
-                                                .where("keeps every dim", keeps_every_dim))))
+    optional_op(
+        op<"Transpose">(optional_op(op<"Reshape">(through_casts(op<"MatMul">(capture<P>, capture<V>)
+                                                                    .template bind<Product>()),
+                                                  any())
+                                        .where("keeps every dim", keeps_every_dim))))
         .template bind<Turn>();
 
 inline constexpr auto joined =
-    op<"Concat">(weighed<"v1", "turn1">, weighed<"v2", "turn2">)
+    op<"Concat">(weighed<"p1", "v1", "product1", "turn1">, weighed<"p2", "v2", "product2", "turn2">)
         .where("joins two products of one softmax's probabilities", products_of_one_softmax);
 
 }  // namespace differential
@@ -88,6 +97,24 @@ struct differential_attention_values {
   static rewrite::verdict guard(const graph& g, const auto& m) {
     using rewrite::verdict;
     const facts& f = facts_of(g);
+    // A converter that keeps some ops in float32 by name may cast one product's operands and not
+    // the other's: one product on v whole would compute one half in another type than the model.
+    const value_id p1 = get<"p1">(m), p2 = get<"p2">(m);
+    if (p1 != p2) {
+      const auto as = [&](value_id p) {
+        return std::string(dtype_name(g.type(p))) + " '" + std::string(g.name(p)) + "'";
+      };
+      return verdict::no("the two products read the probabilities as " + as(p1) + " and " + as(p2) +
+                         (g.type(p1) != g.type(p2)
+                              ? ": one product on v whole would compute one of them in another "
+                                "type than the model"
+                              : ", not one value"));
+    }
+    // The join is rewritten as one product, not as a product and the Casts after it.
+    for (const node_id product : {get<"product1">(m), get<"product2">(m)})
+      for (const use& u : g.consumers(g.output(product, 0)))
+        if (g.op_type(u.node) == "Cast" && !g.passes_input_at_inference(u.node))
+          return verdict::no(g.describe(product) + " is cast before the join");
     const value_id v1 = get<"v1">(m), v2 = get<"v2">(m);
     const auto rank = f.rank(v1);
     if (!rank || *rank < 2 || f.rank(v2) != rank)
@@ -130,7 +157,7 @@ struct differential_attention_values {
   static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
     const std::string v =
         e.op("Concat", {e.value(get<"v1">(m)), e.value(get<"v2">(m))}, {{"axis", -1}});
-    std::string y = e.op("MatMul", {e.value(get<"p">(m)), v});
+    std::string y = e.op("MatMul", {e.value(get<"p1">(m)), v});
     if (const node_id turn = get<"turn1">(m); turn != no_id) {
       const auto perm = g.attribute_ints(turn, "perm");
       y = perm ? e.op("Transpose", {y},
