@@ -7,6 +7,8 @@
 #include <cmath>
 #include <limits>
 #include <optional>
+#include <set>
+#include <string>
 
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rules/all.hpp"
@@ -57,6 +59,8 @@ struct decoder_block {
   bool cache_shape_read = false;  // a Shape of present k, computed before the attention
   // A Shape of the repeated k outside the block, as the dynamo exporter sizes its views from it.
   bool repeated_shape_read = false;
+  // repeat_kv's Reshape sized from a Shape of present k, as TorchScript exports write it.
+  bool repeat_sized_by_cache = false;
   bool one_cache = false;        // v is k's cache too
   bool present_returned = true;  // false: the Concats only join tokens, as SD3's do
   // The select's condition a constant lower triangle (GPT-2's sliced buffer), not an input;
@@ -114,7 +118,11 @@ struct decoder_block {
         return b.op("Expand", {u, shape({2, double(kv_heads), 4.0 / kv_heads, n, double(size)})});
       };
       auto repeat = [&](value x, std::int64_t size) {
-        return b.op("Reshape", {expand(x, size), shape({2, 4, n, double(size)})});
+        const value target =
+            repeat_sized_by_cache
+                ? b.op("Mul", {b.op("Shape", {x}), shape({1, 4.0 / double(kv_heads), 1, 1})})
+                : shape({2, 4, n, double(size)});
+        return b.op("Reshape", {expand(x, size), target});
       };
       if (dynamo_detour) {
         const double h = double(head_size);
@@ -535,6 +543,28 @@ TEST(GroupQuery, AShapeOfTheRepeatedKeysLeavesTheCacheToTheOp) {
   EXPECT_EQ(std::count_if(nodes.begin(), nodes.end(),
                           [](const onnx::NodeProto& n) { return n.op_type() == "Unsqueeze"; }),
             0);
+  fusekit::rewrite::check_invariants(m);
+}
+
+// The Shapes of present that size repeat_kv's views die with the block: they read present before
+// the op, and yet the op writes it (a TorchScript decode step of LLaMA, Qwen2, Gemma 2).
+TEST(GroupQuery, AShapeOfTheCacheThatSizesRepeatKvLeavesTheCacheToTheOp) {
+  decoder_block spec = one_query_step();
+  spec.repeat_sized_by_cache = true;
+  model m = spec.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["kv_cache"], "past and present in the fused op");
+  EXPECT_EQ(writer_of(m, "present_k"), only(m, "GroupQueryAttention"));
+  EXPECT_EQ(writer_of(m, "present_v"), only(m, "GroupQueryAttention"));
+  // The cache's Concats go, and so do the Shapes that sized repeat_kv: nothing is left unread.
+  std::set<std::string> read;
+  for (const auto& n : m.proto.graph().node()) read.insert(n.input().begin(), n.input().end());
+  for (const auto& o : m.proto.graph().output()) read.insert(o.name());
+  for (const auto& n : m.proto.graph().node()) {
+    EXPECT_NE(n.op_type(), "Concat");
+    EXPECT_TRUE(read.contains(n.output(0))) << n.name() << " is read by nothing";
+  }
   fusekit::rewrite::check_invariants(m);
 }
 

@@ -132,20 +132,33 @@ struct graph_edit {
       prints.push_back(c->print());
       edit_at[c->root] = c;
       read.insert(c->reads.begin(), c->reads.end());
+    }
+    std::unordered_set<node_id> dead = dead_nodes(g, prints);
+    add_orphans(g, prints, dead);
+    // A rewired Shape or Size is computed anew where it was, unless all that read it die too
+    // (it sized a view of the match): then it goes with them.
+    auto still_read = [&](node_id reader) {
+      for (value_id out : g.outputs(reader)) {
+        if (out == no_id) continue;
+        if (g.is_graph_output(out) || read.contains(out)) return true;
+        for (const use& u : g.consumers(out))
+          if (!dead.contains(u.node)) return true;
+      }
+      return false;
+    };
+    for (candidate* c : edits)
       for (std::size_t i = 0; i < c->rewired.size(); ++i) {
+        auto& counts = rewired_counts[c];
+        ++counts.first[std::string(g.op_type(c->rewired[i]))];
+        if (!still_read(c->rewired[i])) continue;
         const std::size_t first = added_nodes.size();
         for (onnx::NodeProto& node : dims_reader(g, c->rewired[i], c->rewired_from[i], names)) {
           added_nodes.push_back(std::make_unique<onnx::NodeProto>(std::move(node)));
           rewired_at[c->rewired[i]].push_back(added_nodes.back().get());
         }
-        auto& counts = rewired_counts[c];
-        ++counts.first[std::string(g.op_type(c->rewired[i]))];
         for (const auto& node : std::span(added_nodes).subspan(first))
           ++counts.second[node->op_type()];
       }
-    }
-    std::unordered_set<node_id> dead = dead_nodes(g, prints);
-    add_orphans(g, prints, dead);
     std::vector<char> gone(g.node_count(), 0);
     for (node_id n : dead) gone[n] = 1;
 

@@ -197,7 +197,10 @@ FUSEKIT_ENGINE_INLINE std::string edit_check::replaced_interior_values() const {
   std::vector<value_id> reads = reads_;
   reads.insert(reads.end(), kept_.begin(), kept_.end());
   const footprint self{root_, matched_, reads, replaced_, rewired_};
-  const std::unordered_set<node_id> dead = dead_nodes(g_, {&self, 1});
+  // What dies with the match, and what only it read (a Shape of a replaced value that sized a
+  // matched view): the driver removes both.
+  std::unordered_set<node_id> dead = dead_nodes(g_, {&self, 1});
+  add_orphans(g_, {&self, 1}, dead);
   for (value_id old : replaced_) {
     const node_id p = g_.producer(old);
     if (p == root_) continue;

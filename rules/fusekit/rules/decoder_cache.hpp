@@ -6,7 +6,10 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
+#include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/pattern/pattern.hpp"
@@ -37,6 +40,39 @@ inline constexpr auto v_source = cached_or_not<"v_past", "v_new", "v_cache">;
 // Concat (SD3's joint text and image tokens) is k or v as the op reads it.
 inline bool is_cache(const graph& g, node_id concat) {
   return concat != no_id && g.is_graph_output(g.output(concat, 0));
+}
+
+// Whether what `reader` computes ends, within a few nodes, in the target shapes of the match's own
+// views alone (a Shape of present that sizes repeat_kv's Expand and Reshape), never in a value the
+// emit may read (a capture, the root's shape): it then dies with the match, an orphan
+// (rewrite/validate.hpp, whose check of the edit proves it).
+template <class M>
+bool only_sizes_views(const graph& g, node_id reader, const M& m) {
+  constexpr std::size_t most = 32;
+  const auto matched = m.nodes();
+  std::array<node_id, most> seen{};
+  std::size_t count = 0, next = 0;
+  seen[count++] = reader;
+  while (next < count) {
+    for (value_id out : g.outputs(seen[next++])) {
+      if (out == no_id) continue;
+      if (g.is_graph_output(out)) return false;
+      for (const use& u : g.consumers(out)) {
+        if (u.is_implicit()) return false;
+        if (std::find(matched.begin(), matched.end(), u.node) != matched.end()) {
+          const std::string_view op = g.op_type(u.node);
+          if (u.node == m.root() || u.slot == 0 || !g.domain(u.node).empty() ||
+              (op != "Reshape" && op != "Expand" && op != "Unsqueeze"))
+            return false;
+          continue;
+        }
+        if (std::find(seen.begin(), seen.begin() + count, u.node) != seen.begin() + count) continue;
+        if (count == most) return false;
+        seen[count++] = u.node;
+      }
+    }
+  }
+  return true;
 }
 
 // Why a decoder step's cache stays a Concat outside the fused op ("" when the op takes it, "no
@@ -70,7 +106,8 @@ std::string cache_kept_because(const graph& g, const M& m, bool grouped, dtype o
     for (node_id cache : {k_cache, v_cache})
       for (const use& u : g.consumers(g.output(cache, 0)))
         if (std::find(nodes.begin(), nodes.end(), u.node) == nodes.end() &&
-            g.topological_position(u.node) < g.topological_position(m.root()))
+            g.topological_position(u.node) < g.topological_position(m.root()) &&
+            !only_sizes_views(g, u.node, m))
           return g.describe(u.node) + " reads '" + std::string(g.name(g.output(cache, 0))) +
                  "' before the attention";
   }

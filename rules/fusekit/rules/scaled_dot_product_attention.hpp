@@ -23,7 +23,8 @@
 //   grouped heads, target ort, causal (that mask, or one query): GroupQueryAttention on the
 //   grouped k and v, (B,S,D) each; soft-capped scores, tanh(s / c) · c after the scale: its
 //   softcap c, and there alone
-//   a decode step whose present a node reads before the attention: the Concat stays for it,
+//   a decode step whose present a node that stays reads before the attention (not a Shape that
+//   only sizes repeat_kv's views, which goes with the block): the Concat stays for it,
 //   GroupQueryAttention reads past and new apart all the same
 //   target ort reads q, k and v as the (B,L,D) values their heads were split from, where each
 //   is Transpose(0,2,1,3) of such a split (k and v both or neither): no transposes before the op
