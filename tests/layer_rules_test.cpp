@@ -81,10 +81,12 @@ struct gelu_spec {
   bool tanh = false;  // transformers' NewGELU: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
   double kappa = 0.044715;
   std::vector<std::int64_t> bias_dims{16};  // empty: no bias
+  bool scalar = false;                      // x a 0-d tensor
 
   model build() const {
     model_builder b(opset);
-    value x = b.input("x", type, {2, "S", 16});
+    value x =
+        scalar ? b.input("x", type, std::vector<dim_spec>{}) : b.input("x", type, {2, "S", 16});
     if (!bias_dims.empty())
       x = b.op(
           "Add",
@@ -102,7 +104,10 @@ struct gelu_spec {
       auto cdf = b.op("Add", {erf, b.scalar(type, 1.0)});
       y = b.op("Mul", {b.op("Mul", {x, cdf}), b.scalar(type, 0.5)}, {}, {.name = "gelu"});
     }
-    b.output(y, type, {2, "S", 16});
+    if (scalar)
+      b.output(y, type, std::vector<dim_spec>{});
+    else
+      b.output(y, type, {2, "S", 16});
     return b.build_model();
   }
 };
@@ -185,6 +190,17 @@ TEST(GeluRulesNearMiss, AnotherCubicCoefficientIsNoGelu) {
       "Mul 'gelu': input 0 of Mul 'Mul_4', input 1 of Add 'Add_5', input 1 of Mul 'Mul_6', "
       "input 0 of Tanh 'Tanh_8', input 1 of Add 'Add_9', input 1 of Mul 'gelu': constant "
       "scalar '0.044715' is 0.05, expected 0.044715\n");
+}
+
+TEST(GeluRulesNearMiss, AScalarIsNoInputOfFastGelu) {
+  // ONNX Runtime's FastGelu fails a 0-d input at run time; com.microsoft Gelu takes one.
+  EXPECT_EQ(
+      near_misses(gelu_spec{.tanh = true, .bias_dims = {}, .scalar = true}.build(), {"gelu-tanh"}),
+      "Mul 'gelu': graph input 'x' is a scalar, and ONNX Runtime's FastGelu takes 1 or more "
+      "dims\n");
+  model exact = gelu_spec{.bias_dims = {}, .scalar = true}.build();
+  fusekit::rules::fuse_all(exact);
+  EXPECT_EQ(nodes_of(exact), "com.microsoft.Gelu(x) -> gelu\n");
 }
 
 TEST(GeluRulesNearMiss, ABiasOfAnotherShapeStaysAnAdd) {

@@ -95,6 +95,21 @@ struct fused_gelu {
   static rewrite::verdict guard(const graph& g, const auto& m, const options& o) {
     const bool ort = o.fused_target == target::ort;
     if (auto no = layer::admits_dtype(g, get<"x">(m), ort ? ort_op : "Gelu", o); !no) return no;
+    // ONNX Runtime's FastGelu fails a 0-d x at run time ("1 or more dimensions"), where the
+    // model it replaced ran.
+    if (ort && Tanh) {
+      const facts& f = facts_of(g);
+      const value_id x = get<"x">(m);
+      const auto rank = f.rank(x);
+      if (!rank)
+        return rewrite::verdict::no(
+            pattern::describe_value(g, x) +
+            " is of no proven rank, and FastGelu takes 1 or more dims: " + f.why_unknown(x));
+      if (*rank == 0)
+        return rewrite::verdict::no(pattern::describe_value(g, x) +
+                                    " is a scalar, and ONNX Runtime's FastGelu takes 1 or more "
+                                    "dims");
+    }
     return layer::admits_opset(g, o.fused_target, "Gelu", 20);
   }
 
