@@ -16,9 +16,17 @@
 //
 // What a pattern leaves open is searched for, with the rule as the judge: each leaf input is
 // first given options::shape, then its last dim alone, then a scalar, until the pattern and the
-// guard accept the graph. Predicates the pattern states as code (where, where_bound, same_dim,
-// proven_value of a capture) are not generated: they are checked, as everything is, by matching.
-// An alternative that no instance fuses is reported with the reason of its last refusal.
+// guard accept the graph; a leaf of a broadcasting op first takes the shape of the op beside it
+// (an op's inputs that are ops are written before its leaves). A view's open shape (a Reshape's
+// or Expand's target, an Unsqueeze's axes) is derived from the dims of what it reads: merges of
+// adjacent dims, splits into dims options::shape holds, a broadcast of a 1, an axis; the
+// candidates of the views below an op that states a predicate in code (.where) are tried
+// together until that op's own pattern matches, and those no such op settles until the rule
+// accepts the graph. Every other covering round takes new alternatives at several choice points
+// at once (alternatives that fuse only together). Other predicates the pattern states as code
+// (where_bound, same_dim, proven_value of a capture) are not generated: they are checked, as
+// everything is, by matching. An alternative that no instance fuses is reported with the reason
+// of its last refusal.
 #pragma once
 
 #include <algorithm>
@@ -192,6 +200,9 @@ class planner {
     taken_.clear();
     sequence_.clear();
     novel_ = false;
+    // Every other cover round takes new alternatives at several points at once, each at random:
+    // alternatives that fuse only together (q's heads merged into the batch axis, and v's).
+    jointly_ = m == mode::cover && rounds_++ % 2 == 1;
   }
 
   template <class P>
@@ -213,7 +224,7 @@ class planner {
           if (wanted(where, int(k))) want = int(k);
           if (covered_.contains({where, int(k)})) fused.push_back(int(k));
         }
-        if (want >= 0 && (!novel_ || fused.empty())) {
+        if (want >= 0 && (!novel_ || fused.empty() || (jointly_ && random_() % 2 == 0))) {
           pick = want;
           novel_ = novel_ || !fused.empty();
         } else if (!fused.empty()) {
@@ -232,10 +243,11 @@ class planner {
   void fused() {
     for (const auto& t : taken_) covered_.insert(t);
   }
+  // A joint round's refusal is no alternative's own: it counts against none of them.
   void refused(const std::string& why) {
     for (const auto& t : taken_)
       if (!covered_.contains(t)) {
-        ++failures_[t];
+        if (!jointly_) ++failures_[t];
         last_refusal_[t] = why;
       }
   }
@@ -271,6 +283,8 @@ class planner {
   mode mode_ = mode::cover;
   std::vector<int> replay_;
   bool novel_ = false;  // whether this round took its one new alternative
+  bool jointly_ = false;
+  std::size_t rounds_ = 0;
   std::vector<int> sequence_;
   std::vector<std::pair<point_key, int>> taken_;
   std::map<point_key, point> points_;
@@ -321,6 +335,16 @@ struct site {
   std::string expect;
 };
 
+// A view whose shape or axes the pattern leaves open: the initializer that holds them, the value
+// whose dims decide them, and the candidate it holds.
+struct view {
+  std::string op;
+  std::string data;
+  int initializer = 0;
+  int choice = 0;
+  bool settled = false;  // an op's predicate, or a replay, decided it
+};
+
 struct state {
   build::model_builder b;
   planner& plan;
@@ -336,6 +360,9 @@ struct state {
   std::vector<build::value> extra_outputs;
   std::size_t names = 0;
   int depth = 0;  // of the op being built: 0 is the root
+  std::vector<view> views;
+  std::vector<int> view_replay;  // each view's candidate, as an instance took it (a mutant's)
+  std::optional<std::vector<std::int64_t>> sibling;  // the dims a broadcasting op's leaf takes
 
   state(planner& p, const options& o, dtype t, std::int64_t opset)
       : b(opset), plan(p), o(o), type(t), opset(opset) {}
@@ -364,7 +391,7 @@ struct state {
       case leaf_form::full:
         break;
     }
-    return full;
+    return sibling ? *sibling : full;
   }
 
   build::value leaf(std::string_view name, want w);
@@ -670,7 +697,13 @@ void attribute(const Matcher& m, state& s, node_parts& parts) {
                                    std::declval<const pattern::int_list&>());
                        }) {
     std::vector<std::int64_t> v(m.values.begin(), m.values.end());
-    if (breaks()) v.push_back(v.empty() ? 0 : v.back() + 1);
+    // A permutation broken is another permutation, which a graph can hold: its last two swapped.
+    if (breaks()) {
+      if (name == "perm" && v.size() >= 2)
+        std::swap(v[v.size() - 2], v.back());
+      else
+        v.push_back(v.empty() ? 0 : v.back() + 1);
+    }
     parts.attrs.emplace_back(name, v);
   } else if constexpr (requires { attribute_value(m, false, s); }) {
     parts.attrs.emplace_back(name, *attribute_value(m, breaks(), s));
@@ -734,15 +767,236 @@ FUSEKIT_ENGINE_INLINE dtype only_type(std::string_view op, std::string_view doma
 dtype only_type(std::string_view op, std::string_view domain, std::int64_t opset, std::size_t slot);
 #endif
 
-template <class Spec, std::size_t Slot = 0, class Inputs>
-void inputs(const Inputs& in, state& s, want w, std::vector<build::value>& out) {
-  if constexpr (!std::is_same_v<Inputs, pattern::pack<>>) {
-    want slot = w;
-    if (const dtype t = only_type(Spec::name, Spec::domain, s.opset, Slot); t != dtype::undefined)
-      slot.type = t;
-    out.push_back(detail::make(in.head, s, slot));
-    inputs<Spec, Slot + 1>(in.tail, s, w, out);
+// Whether input `slot` of `op` is written of the type its output has: not a Where's condition,
+// not what IsNaN or a comparison reads. Unknown schemas (contributed ops): yes.
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE bool follows_output_type(std::string_view op, std::string_view domain,
+                                               std::int64_t opset, std::size_t slot) {
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
+      std::string(op), int(opset), domain.empty() ? onnx::ONNX_DOMAIN : std::string(domain));
+  if (schema == nullptr || schema->inputs().empty() || schema->outputs().empty()) return true;
+  const auto& formal = schema->inputs()[std::min(slot, schema->inputs().size() - 1)];
+  return formal.GetTypeStr() == schema->outputs()[0].GetTypeStr();
+}
+#else
+bool follows_output_type(std::string_view op, std::string_view domain, std::int64_t opset,
+                         std::size_t slot);
+#endif
+
+// ---- views whose shape or axes the pattern leaves open
+
+// Whether input `slot` of `op` is a view's shape, repeats or axes, read as an input at `opset`.
+inline bool view_slot(std::string_view op, std::size_t slot, std::int64_t opset) {
+  if (slot != 1) return false;
+  if (op == "Reshape" || op == "Expand" || op == "Tile") return true;
+  return (op == "Unsqueeze" || op == "Squeeze") && opset >= 13;
+}
+template <class T>
+inline constexpr bool is_open = false;
+template <>
+inline constexpr bool is_open<pattern::any_t> = true;
+template <>
+inline constexpr bool is_open<pattern::maybe_t<pattern::any_t>> = true;
+
+template <class Pred>
+inline constexpr bool is_code = false;
+template <class F>
+inline constexpr bool is_code<pattern::node_check<pattern::node_where<F>>> = true;
+template <class Preds>
+inline constexpr bool states_code = false;
+template <class... Ps>
+inline constexpr bool states_code<pattern::pack<Ps...>> = (is_code<Ps> || ...);
+
+// What a view of dims `d` is tried with, likeliest first: a Reshape merges two or three adjacent
+// dims or splits one in two (into sizes the instance has first), an Expand broadcasts a 1 and a
+// Tile repeats an axis to one of them, an Unsqueeze inserts an axis, a Squeeze drops a 1.
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> view_candidates(
+    std::string_view op, const std::vector<std::int64_t>& d,
+    const std::vector<std::int64_t>& sizes) {
+  std::vector<std::vector<std::int64_t>> out;
+  const auto add = [&](std::vector<std::int64_t> c) {
+    if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(std::move(c));
+  };
+  const auto known = [&](std::int64_t x) {
+    return std::find(sizes.begin(), sizes.end(), x) != sizes.end();
+  };
+  const std::size_t r = d.size();
+  if (op == "Reshape") {
+    for (const std::size_t width : {2u, 3u})
+      for (std::size_t i = 0; i + width <= r; ++i) {
+        std::vector<std::int64_t> c(d.begin(), d.begin() + std::ptrdiff_t(i));
+        std::int64_t product = 1;
+        for (std::size_t k = i; k < i + width; ++k) product *= d[k];
+        c.push_back(product);
+        c.insert(c.end(), d.begin() + std::ptrdiff_t(i + width), d.end());
+        add(std::move(c));
+      }
+    for (const bool both_known : {true, false})
+      for (std::size_t i = 0; i < r; ++i)
+        for (const std::int64_t a : sizes) {
+          if (a <= 1 || a >= d[i] || d[i] % a != 0 || known(d[i] / a) != both_known) continue;
+          std::vector<std::int64_t> c(d.begin(), d.begin() + std::ptrdiff_t(i));
+          c.push_back(a);
+          c.push_back(d[i] / a);
+          c.insert(c.end(), d.begin() + std::ptrdiff_t(i + 1), d.end());
+          add(std::move(c));
+        }
+    add(d);
+  } else if (op == "Expand" || op == "Tile") {
+    const bool tile = op == "Tile";
+    const std::vector<std::int64_t> same = tile ? std::vector<std::int64_t>(r, 1) : d;
+    add(same);
+    for (std::size_t i = 0; i < r; ++i)
+      for (const std::int64_t v : sizes)
+        if (v > 1 && (tile || d[i] == 1)) {
+          std::vector<std::int64_t> c = same;
+          c[i] = v;
+          add(std::move(c));
+        }
+  } else if (op == "Unsqueeze") {
+    for (std::size_t k = 0; k <= r; ++k) add({std::int64_t(k)});
+  } else if (op == "Squeeze") {
+    for (std::size_t k = 0; k < r; ++k)
+      if (d[k] == 1) add({std::int64_t(k)});
   }
+  return out;
+}
+
+FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> static_dims(state& s,
+                                                                           std::string_view name) {
+  const onnx::ModelProto m = s.b.build();
+  const graph g(m);
+  const auto id = g.find_value(name);
+  const facts& f = facts_of(g);
+  const auto rank = id ? f.rank(*id) : std::nullopt;
+  if (!rank) return std::nullopt;
+  std::vector<std::int64_t> dims;
+  for (std::size_t i = 0; i < *rank; ++i) {
+    const auto size = f.dim_of(*id, int(i))->constant();
+    if (!size) return std::nullopt;
+    dims.push_back(*size);
+  }
+  return dims;
+}
+
+FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> candidates_of(state& s,
+                                                                           const view& v) {
+  const auto dims = static_dims(s, v.data);
+  return dims ? view_candidates(v.op, *dims, s.o.shape) : std::vector<std::vector<std::int64_t>>{};
+}
+
+FUSEKIT_ENGINE_INLINE void hold(state& s, const view& v, const std::vector<std::int64_t>& values) {
+  onnx::TensorProto& t = *s.b.proto().mutable_initializer(v.initializer);
+  t = build::make_tensor(t.name(), dtype::int64, {std::int64_t(values.size())},
+                         std::vector<double>(values.begin(), values.end()));
+}
+#else
+std::vector<std::vector<std::int64_t>> view_candidates(std::string_view op,
+                                                       const std::vector<std::int64_t>& d,
+                                                       const std::vector<std::int64_t>& sizes);
+std::optional<std::vector<std::int64_t>> static_dims(state& s, std::string_view name);
+std::vector<std::vector<std::int64_t>> candidates_of(state& s, const view& v);
+void hold(state& s, const view& v, const std::vector<std::int64_t>& values);
+#endif
+
+// A view's shape or axes: an initializer holding its first candidate, or, replayed, the one the
+// instance took.
+inline build::value open_view(state& s, std::string_view op, const build::value& data) {
+  view v{.op = std::string(op), .data = data.name, .initializer = s.b.proto().initializer_size()};
+  const build::value held = s.b.initializer(
+      s.fresh(op == "Unsqueeze" || op == "Squeeze" ? "axes" : "shape"), dtype::int64, {0}, {});
+  if (s.views.size() < s.view_replay.size()) v.choice = s.view_replay[s.views.size()];
+  if (const auto candidates = candidates_of(s, v); !candidates.empty()) {
+    v.choice = std::min(v.choice, int(candidates.size()) - 1);
+    hold(s, v, candidates[std::size_t(v.choice)]);
+  }
+  s.views.push_back(v);
+  return held;
+}
+
+// The views from `first` on that nothing settled yet, tried together (innermost first, each
+// candidate of a view with each of those above it, at most view_tries graphs) until `judge`
+// accepts the graph; settled either way, where it did not on their first candidates.
+inline constexpr int view_tries = 256;
+template <class Judge>
+bool settle_views(state& s, std::size_t first, Judge&& judge) {
+  std::vector<std::size_t> open;
+  for (std::size_t k = first; k < s.views.size(); ++k)
+    if (!s.views[k].settled) open.push_back(k);
+  if (open.empty()) return false;
+  int budget = view_tries;
+  const auto search = [&](const auto& self, std::size_t k) -> bool {
+    if (k == open.size()) return budget-- > 0 && judge();
+    view& v = s.views[open[k]];
+    const auto candidates = candidates_of(s, v);
+    if (candidates.empty()) return self(self, k + 1);
+    for (std::size_t c = 0; c < candidates.size() && budget > 0; ++c) {
+      hold(s, v, candidates[c]);
+      v.choice = int(c);
+      if (self(self, k + 1)) return true;
+    }
+    return false;
+  };
+  const bool found = search(search, 0);
+  for (const std::size_t k : open) {
+    view& v = s.views[k];
+    if (!found)
+      if (const auto candidates = candidates_of(s, v); !candidates.empty()) {
+        hold(s, v, candidates.front());
+        v.choice = 0;
+      }
+    v.settled = true;
+  }
+  return found;
+}
+
+// What an op reads, in two passes: first the inputs that are ops, then its leaves and views,
+// which take their shapes from those (a view's from what it regroups, a broadcasting op's leaf
+// first the shape of the op it sits beside: a mask as large as the scores it is added to).
+template <class Spec, std::size_t Slot = 0, class Inputs>
+void inputs(const Inputs& in, state& s, want w, std::vector<build::value>& out, bool leaves) {
+  if constexpr (!std::is_same_v<Inputs, pattern::pack<>>) {
+    using head = std::remove_cvref_t<decltype(in.head)>;
+    if ((is_leaf<head> || is_open<head>) == leaves) {
+      if (is_open<head> && view_slot(Spec::name, Slot, s.opset) && !out.front().name.empty()) {
+        out[Slot] = open_view(s, Spec::name, out.front());
+      } else {
+        want slot = w;
+        if (!follows_output_type(Spec::name, Spec::domain, s.opset, Slot))
+          slot.type = dtype::undefined;
+        if (const dtype t = only_type(Spec::name, Spec::domain, s.opset, Slot);
+            t != dtype::undefined)
+          slot.type = t;
+        out[Slot] = detail::make(in.head, s, slot);
+      }
+    }
+    inputs<Spec, Slot + 1>(in.tail, s, w, out, leaves);
+  }
+}
+
+inline bool broadcasts(std::string_view op) {
+  static constexpr std::string_view ops[] = {
+      "Add", "Sub", "Mul",   "Div",  "Pow",     "Where",          "Max",         "Min",
+      "And", "Or",  "Equal", "Less", "Greater", "GreaterOrEqual", "LessOrEqual", "Mod"};
+  return std::find(std::begin(ops), std::end(ops), op) != std::end(ops);
+}
+
+template <class Spec, class Inputs>
+void inputs(const Inputs& in, state& s, want w, std::vector<build::value>& out) {
+  out.assign(pattern::pack_traits<Inputs>::size, build::value{""});
+  inputs<Spec>(in, s, w, out, false);
+  const std::optional<std::vector<std::int64_t>> outer = s.sibling;
+  s.sibling.reset();
+  // The largest of them: a scalar beside a leaf (a constant factor) says nothing of its shape.
+  if (broadcasts(Spec::name))
+    for (const build::value& v : out)
+      if (!v.name.empty())
+        if (auto dims = static_dims(s, v.name);
+            dims && !dims->empty() && (!s.sibling || dims->size() > s.sibling->size()))
+          s.sibling = std::move(dims);
+  inputs<Spec>(in, s, w, out, true);
+  s.sibling = outer;
 }
 
 // Where a Reduce op takes its axes: an input from ReduceSum 13 and the others 18 on.
@@ -756,6 +1010,7 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
   static build::value make(const P& p, state& s, want w) {
     const bool root = s.depth++ == 0;
     const dtype outer = s.type;
+    const std::size_t views_from = s.views.size();
     node_parts parts;
     predicates(p.preds, s, parts);
     // What an op reads is of its output's type, but for a Cast, which makes that type.
@@ -798,6 +1053,16 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
                               {.domain = std::string(Spec::domain), .outputs = int(p.slot) + 1});
     auto& node = *s.b.proto().mutable_node(s.b.proto().node_size() - 1);
     for (const build::attr& a : parts.attrs) *node.add_attribute() = a.proto;
+    // An op whose predicate is code settles the views below it: its own pattern is their judge
+    // (the root's is the rule, in build()).
+    if constexpr (states_code<Preds>)
+      if (!root)
+        settle_views(s, views_from, [&] {
+          const onnx::ModelProto m = s.b.build();
+          const graph g(m);
+          const auto id = g.find_value(outs[p.slot].name);
+          return id && bool(pattern::match(p, g, g.producer(*id)));
+        });
     s.type = outer;
     --s.depth;
     const build::value out = outs[p.slot];
@@ -818,10 +1083,12 @@ struct built {
   std::vector<int> sequence;
   std::string choices;
   std::size_t free_leaves = 0;
+  std::vector<int> views;  // each open view's candidate
 };
 
 template <class R>
-built build(planner& plan, const options& o, const std::vector<leaf_form>& forms, int mutate) {
+built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
+            const std::vector<leaf_form>& forms, int mutate, std::vector<int> views = {}) {
   std::string types = "float type", opsets = "opset";
   for (dtype t : o.types) types += (types.size() == 10 ? " " : "|") + std::string(dtype_name(t));
   for (std::int64_t v : o.opsets) opsets += (opsets.size() == 5 ? " " : "|") + std::to_string(v);
@@ -830,9 +1097,26 @@ built build(planner& plan, const options& o, const std::vector<leaf_form>& forms
   state s(plan, o, t, opset);
   s.forms = forms;
   s.mutate = mutate;
+  s.view_replay = std::move(views);
   s.b.opset_import("com.microsoft", 1);
   const build::value root = make(R::pattern, s);
+  // The views no predicate below the root settled: the rule is their judge. A mutant keeps its
+  // instance's (the rule must refuse it); one an op's predicate settles is derived again, from
+  // what the broken predicate made of what it regroups.
+  if (s.view_replay.empty())
+    settle_views(s, 0, [&] {
+      onnx::ModelProto m = s.b.build();
+      m.mutable_graph()->add_output()->set_name(root.name);
+      for (const build::value& v : s.extra_outputs)
+        m.mutable_graph()->add_output()->set_name(v.name);
+      const graph g(m);
+      const node_id at = g.producer(*g.find_value(root.name));
+      if (at == no_id) return false;
+      const auto match = pattern::match(R::pattern, g, at);
+      return match && bool(rewrite::guard_of<R>(g, match, own));
+    });
   built out;
+  for (const view& v : s.views) out.views.push_back(v.choice);
   out.model = s.b.build();
   out.sites = s.sites;
   out.broken = s.broken;
@@ -1037,6 +1321,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   struct fused_instance {
     std::vector<int> sequence;
     std::vector<detail::leaf_form> forms;
+    std::vector<int> views;
     int sites;
   };
   std::vector<fused_instance> to_mutate;
@@ -1058,7 +1343,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   const auto attempt = [&](planner::mode mode) {
     plan.begin(mode);
     // Every leaf of the options' shape first: the search's first try, already built.
-    detail::built b = detail::build<R>(plan, o, {}, -1);
+    detail::built b = detail::build<R>(plan, o, own, {}, -1);
     const std::vector<int> sequence = b.sequence;
     const std::string choices = b.choices;
     std::vector<detail::leaf_form> winner;
@@ -1066,7 +1351,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
     for (std::size_t k = 1; !found && k < searches.size(); ++k) {
       plan.begin(planner::mode::replay, sequence);
-      detail::built next = detail::build<R>(plan, o, searches[k], -1);
+      detail::built next = detail::build<R>(plan, o, own, searches[k], -1);
       if (detail::accepted<R>(next, own)) {
         b = std::move(next);
         winner = searches[k];
@@ -1086,7 +1371,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     } else {
       plan.fused();
       i.file = keep("instance_" + std::to_string(out.instances.size()), b.model, fused);
-      if (mode == planner::mode::cover) to_mutate.push_back({sequence, winner, b.sites});
+      if (mode == planner::mode::cover) to_mutate.push_back({sequence, winner, b.views, b.sites});
     }
     out.instances.push_back(std::move(i));
   };
@@ -1100,7 +1385,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   for (const fused_instance& f : to_mutate)
     for (int site = 0; site < f.sites; ++site) {
       plan.begin(planner::mode::replay, f.sequence);
-      detail::built b = detail::build<R>(plan, o, f.forms, site);
+      detail::built b = detail::build<R>(plan, o, own, f.forms, site, f.views);
       if (!mutated.insert(b.broken.breaks).second) continue;
       mutant m;
       m.breaks = b.broken.breaks;

@@ -1,9 +1,11 @@
 #include "check_bundled.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "all.hpp"
@@ -23,6 +25,8 @@ struct checked {
   selfcheck::result (*run)(const selfcheck::options&, target, provider);
   bool both_targets;  // else target ort alone: ONNX has no op for it
   bool layer_types;   // the layer ops' element types (layer_ops.hpp), which the provider decides
+  // Its leaves' shape where the options' own is not one its ops take (empty: the options').
+  std::vector<std::int64_t> shape{};
 };
 
 template <class R>
@@ -38,15 +42,19 @@ selfcheck::result with_target(const selfcheck::options& o, target to, provider o
 }
 
 template <class R>
-checked rule(bool both_targets, bool layer_types) {
-  return {R::name, &with_target<R>, both_targets, layer_types};
+checked rule(bool both_targets, bool layer_types, std::vector<std::int64_t> shape = {}) {
+  return {R::name, &with_target<R>, both_targets, layer_types, std::move(shape)};
 }
+
+// q, k and v as attention reads them: [batch, heads, sequence, head size], each a size of its own,
+// so that a view's split or merge of them is one the guard can tell from any other.
+const std::vector<std::int64_t> attention_shape{2, 3, 4, 8};
 
 std::span<const checked> library() {
   static const checked rules[] = {
-      rule<differential_attention_values>(true, false),
-      rule<scaled_dot_product_attention_head_merge>(true, false),
-      rule<scaled_dot_product_attention>(true, false),
+      rule<differential_attention_values>(true, false, attention_shape),
+      rule<scaled_dot_product_attention_head_merge>(true, false, attention_shape),
+      rule<scaled_dot_product_attention>(true, false, attention_shape),
       rule<layer_normalization>(true, true),
       rule<rms_normalization>(true, true),
       rule<gelu>(true, true),
@@ -81,6 +89,7 @@ std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
       const bool cuda = to == target::ort && on == provider::cuda;
       const std::string target_name = to == target::onnx ? "onnx" : "ort";
       selfcheck::options here = o;
+      if (!c.shape.empty()) here.shape = c.shape;
       // bfloat16 is not written: ONNX Runtime's CPU provider, which judges parity, has no kernels
       // for it.
       if (c.layer_types)
