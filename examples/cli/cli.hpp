@@ -134,7 +134,7 @@ nothing.
 )"},
     {"selfcheck",
      R"(usage: fusekit selfcheck [--rules LIST|all] [--target ort|onnx] [--provider cpu|cuda]
-                         [--cases N] [--seed S] [--python PY] [--keep DIR]
+                         [--cases N] [--seed S] [--failures N] [--python PY] [--keep DIR]
 
 Checks each rule from its own pattern, under each target it emits for (or the one --target
 names). It writes a graph for every alternative the pattern holds (each branch of a choice, both
@@ -150,6 +150,8 @@ name the condition. One line per rule and target, and a line for each failure.
                        CPU provider, which runs the graphs, has no kernels for it)
   --cases N            random instances beyond those that cover every alternative (default 4)
   --seed S             their seed (default 1): the same seed writes the same graphs
+  --failures N         the failures listed for each rule and target (default 20; the rest are
+                       counted)
   --python PY          a Python with onnxruntime and numpy, to run the graphs (default python3
                        where it has both; without one, parity is not checked and the report
                        says so)
@@ -182,7 +184,7 @@ struct arguments {
   bool dry_run = false, quiet = false, shapes = false, json = false;
   bool target_given = false, provider_given = false;
   // selfcheck's
-  std::optional<std::size_t> cases;
+  std::optional<std::size_t> cases, failures;
   std::optional<std::uint64_t> seed;
   std::string python, keep;
 };
@@ -263,6 +265,8 @@ inline arguments parse(int argc, char** argv) {
         throw usage_error("--num-heads needs a positive integer below 2^31, not '" + n + "'");
     } else if (flag == "--cases") {
       a.cases = unsigned_flag(flag, value(), 100000);
+    } else if (flag == "--failures") {
+      a.failures = unsigned_flag(flag, value(), 1000000);
     } else if (flag == "--seed") {
       a.seed = unsigned_flag(flag, value(), std::numeric_limits<std::uint64_t>::max());
     } else if (flag == "--python") {
@@ -286,8 +290,9 @@ inline arguments parse(int argc, char** argv) {
     }
   }
   if (a.json && !a.shapes) throw usage_error("--json needs --shapes");
-  if (a.command != "selfcheck" && (a.cases || a.seed || !a.python.empty() || !a.keep.empty()))
-    throw usage_error("--cases, --seed, --python and --keep are selfcheck's");
+  if (a.command != "selfcheck" &&
+      (a.cases || a.failures || a.seed || !a.python.empty() || !a.keep.empty()))
+    throw usage_error("--cases, --failures, --seed, --python and --keep are selfcheck's");
   if (a.provider_given && a.attention.fused_target != fusekit::rules::target::ort)
     throw usage_error("--provider names an ONNX Runtime execution provider: it needs --target ort");
   return a;
@@ -740,7 +745,7 @@ inline int selfcheck(const arguments& a) {
   std::size_t failed = 0, checked = 0;
   for (const auto& r :
        fusekit::rules::check_bundled(o, a.options.rules, targets, a.attention.runs_on)) {
-    std::cout << r.to_table() << std::flush;
+    std::cout << r.to_table(a.failures.value_or(20)) << std::flush;
     failed += !r.ok();
     ++checked;
   }

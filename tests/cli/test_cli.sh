@@ -419,7 +419,9 @@ for n in -1 abc 100001 ''; do
   refused "--cases '$n'" 2 "fusekit: --cases needs an integer from 0 to 100000, not '$n'" \
     selfcheck --cases "$n"
 done
-refused "a selfcheck flag elsewhere" 2 "fusekit: --cases, --seed, --python and --keep are selfcheck's" \
+refused "--failures 'x'" 2 "fusekit: --failures needs an integer from 0 to 1000000, not 'x'" \
+  selfcheck --failures x
+refused "a selfcheck flag elsewhere" 2 "fusekit: --cases, --failures, --seed, --python and --keep are selfcheck's" \
   fuse good.onnx -o bad_out.onnx --seed 3
 refused "--python without ONNX Runtime" 1 \
   "fusekit: --python /bin/false cannot import onnxruntime and numpy" selfcheck --python /bin/false
