@@ -224,6 +224,65 @@ TEST(Selfcheck, DerivesAViewsOpenShapeFromWhatItRegroups) {
   EXPECT_TRUE(found) << "no three-dim target shape in instance_0.onnx";
 }
 
+// q·kᵀ with k in [B, S, N, H]: its leaf must be the other layout of q's [B, N, S, H], which only
+// the leaf search's last form, two dims exchanged, writes (the guard judges it). Emitted as the
+// same product through BNSH, which computes the same.
+struct scores_of_bsnh_keys {
+  static constexpr std::string_view name = "scores-of-bsnh-keys";
+  static constexpr auto pattern =
+      op<"MatMul">(capture<"q">, op<"Transpose">(capture<"k">).attr<"perm">(ints(0, 2, 3, 1)));
+  static verdict guard(const fusekit::graph& g, const auto& m) {
+    const fusekit::facts& f = fusekit::facts_of(g);
+    const fusekit::value_id q = get<"q">(m), k = get<"k">(m);
+    if (f.rank(q) == 4u && f.rank(k) == 4u && f.same_dim(q, 1, k, 2) == fusekit::truth::yes &&
+        f.same_dim(q, 2, k, 1) == fusekit::truth::yes &&
+        f.same_dim(q, 3, k, 3) == fusekit::truth::yes)
+      return verdict::yes();
+    return verdict::no("k is not q's [B, N, S, H] as [B, S, N, H]");
+  }
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    const std::string bnsh = e.op("Transpose", {e.value(get<"k">(m))},
+                                  {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+    const std::string kt =
+        e.op("Transpose", {bnsh}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+    e.replace_root(e.op("MatMul", {e.value(get<"q">(m)), kt}));
+  }
+};
+
+TEST(Selfcheck, TriesTheOtherLayoutOfALeaf) {
+  auto o = with_runtime("scores_of_bsnh_keys");
+  o.shape = {2, 3, 4, 8};
+  const auto r = fusekit::selfcheck::check<scores_of_bsnh_keys>(o);
+  EXPECT_TRUE(r.ok()) << r.to_table();
+}
+
+// Concat along axis 1 of three, which the pattern states as code alone: the axis is searched as a
+// view's shape is (-1, -2, -3), the rule the judge. Emitted as a Concat along axis 0 between two
+// Transposes, which computes the same.
+bool along_axis_one(const fusekit::graph& g, fusekit::node_id concat) {
+  const auto axis = g.attribute_int(concat, "axis");
+  const auto rank = fusekit::facts_of(g).rank(g.output(concat, 0));
+  return axis && rank == 3u && (*axis == 1 || *axis == -2);
+}
+struct concat_along_axis_one {
+  static constexpr std::string_view name = "concat-along-axis-one";
+  static constexpr auto pattern =
+      op<"Concat">(capture<"a">, capture<"b">).where("along axis 1", along_axis_one);
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    const auto turned = [&](const std::string& x) {
+      return e.op("Transpose", {x}, {{"perm", std::vector<std::int64_t>{1, 0, 2}}});
+    };
+    e.replace_root(
+        turned(e.op("Concat", {turned(e.value(get<"a">(m))), turned(e.value(get<"b">(m)))},
+                    {{"axis", std::int64_t(0)}})));
+  }
+};
+
+TEST(Selfcheck, SearchesAConcatsAxisThatOnlyCodeStates) {
+  const auto r = fusekit::selfcheck::check<concat_along_axis_one>(with_runtime("concat_axis"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+}
+
 // Where(IsNaN(x), 0, x): x is read through IsNaN, whose output alone is the bool a Where's
 // condition must be; x is of the instance's float type. Emitted with a double Not around the
 // test, which computes the same.

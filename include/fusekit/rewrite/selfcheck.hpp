@@ -15,7 +15,8 @@
 //              alternative of the pattern takes it) must compute what it replaced.
 //
 // What a pattern leaves open is searched for, with the rule as the judge: each leaf input is
-// first given options::shape, then its last dim alone, then a scalar, until the pattern and the
+// first given options::shape, then its last dim alone, then a scalar, then options::shape with
+// the two dims before its last exchanged (BNSH and BSNH), until the pattern and the
 // guard accept the graph; a leaf of a broadcasting op first takes the shape of the op beside it
 // (an op's inputs that are ops are written before its leaves). A view's open shape (a Reshape's
 // or Expand's target, an Unsqueeze's axes) is derived from the dims of what it reads: merges of
@@ -326,21 +327,24 @@ struct want {
   bool constant = false;  // a value the facts must know (proven_value): an initializer
 };
 
-// A leaf's shape, of those searched: the options' shape, its last dim alone, a scalar.
-enum class leaf_form : std::uint8_t { full, last_dim, scalar };
-inline constexpr int leaf_forms = 3;
+// A leaf's shape, of those searched: the options' shape, its last dim alone, a scalar, and the
+// options' shape with the two dims before its last exchanged (the other of the layouts
+// [batch, heads, sequence, head size] and [batch, sequence, heads, head size]).
+enum class leaf_form : std::uint8_t { full, last_dim, scalar, exchanged };
+inline constexpr int leaf_forms = 4;
 
 struct site {
   std::string breaks;
   std::string expect;
 };
 
-// A view whose shape or axes the pattern leaves open: the initializer that holds them, the value
-// whose dims decide them, and the candidate it holds.
+// A view whose shape or axes the pattern leaves open: the initializer that holds them (a
+// Concat's axis: the node, whose attribute holds it), the value whose dims decide them, and the
+// candidate it holds.
 struct view {
   std::string op;
   std::string data;
-  int initializer = 0;
+  int initializer = 0;  // a Concat's: its node
   int choice = 0;
   bool settled = false;  // an op's predicate, or a replay, decided it
 };
@@ -388,6 +392,13 @@ struct state {
         return {full.back()};
       case leaf_form::scalar:
         return {};
+      case leaf_form::exchanged:
+        if (full.size() >= 3) {
+          std::vector<std::int64_t> dims = full;
+          std::swap(dims[dims.size() - 3], dims[dims.size() - 2]);
+          return dims;
+        }
+        break;
       case leaf_form::full:
         break;
     }
@@ -859,6 +870,8 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> view_candidates(
   } else if (op == "Squeeze") {
     for (std::size_t k = 0; k < r; ++k)
       if (d[k] == 1) add({std::int64_t(k)});
+  } else if (op == "Concat") {
+    for (std::size_t k = 1; k <= r; ++k) add({-std::int64_t(k)});
   }
   return out;
 }
@@ -887,6 +900,11 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> candidates_of(state
 }
 
 FUSEKIT_ENGINE_INLINE void hold(state& s, const view& v, const std::vector<std::int64_t>& values) {
+  if (v.op == "Concat") {
+    for (onnx::AttributeProto& a : *s.b.proto().mutable_node(v.initializer)->mutable_attribute())
+      if (a.name() == "axis") a.set_i(values.at(0));
+    return;
+  }
   onnx::TensorProto& t = *s.b.proto().mutable_initializer(v.initializer);
   t = build::make_tensor(t.name(), dtype::int64, {std::int64_t(values.size())},
                          std::vector<double>(values.begin(), values.end()));
@@ -902,22 +920,28 @@ void hold(state& s, const view& v, const std::vector<std::int64_t>& values);
 
 // A view's shape or axes: an initializer holding its first candidate, or, replayed, the one the
 // instance took.
-inline build::value open_view(state& s, std::string_view op, const build::value& data) {
-  view v{.op = std::string(op), .data = data.name, .initializer = s.b.proto().initializer_size()};
-  const build::value held = s.b.initializer(
-      s.fresh(op == "Unsqueeze" || op == "Squeeze" ? "axes" : "shape"), dtype::int64, {0}, {});
+inline void choose_view(state& s, view v) {
   if (s.views.size() < s.view_replay.size()) v.choice = s.view_replay[s.views.size()];
   if (const auto candidates = candidates_of(s, v); !candidates.empty()) {
     v.choice = std::min(v.choice, int(candidates.size()) - 1);
     hold(s, v, candidates[std::size_t(v.choice)]);
   }
   s.views.push_back(v);
+}
+inline build::value open_view(state& s, std::string_view op, const build::value& data) {
+  const view v{
+      .op = std::string(op), .data = data.name, .initializer = s.b.proto().initializer_size()};
+  const build::value held = s.b.initializer(
+      s.fresh(op == "Unsqueeze" || op == "Squeeze" ? "axes" : "shape"), dtype::int64, {0}, {});
+  choose_view(s, v);
   return held;
 }
 
-// The views from `first` on that nothing settled yet, tried together (innermost first, each
-// candidate of a view with each of those above it, at most view_tries graphs) until `judge`
-// accepts the graph; settled either way, where it did not on their first candidates.
+// The views from `first` on that nothing settled yet, tried together until `judge` accepts the
+// graph: the combinations of their candidates by the sum of the candidates' ranks, likeliest
+// first (repeat_kv's Unsqueeze, Expand and Reshape under the dynamo detour's two Reshapes need
+// the third, first, fifth and sixth), at most view_tries graphs; settled either way, where it
+// did not on their first candidates.
 inline constexpr int view_tries = 256;
 template <class Judge>
 bool settle_views(state& s, std::size_t first, Judge&& judge) {
@@ -926,19 +950,29 @@ bool settle_views(state& s, std::size_t first, Judge&& judge) {
     if (!s.views[k].settled) open.push_back(k);
   if (open.empty()) return false;
   int budget = view_tries;
-  const auto search = [&](const auto& self, std::size_t k) -> bool {
-    if (k == open.size()) return budget-- > 0 && judge();
+  bool reached = false;  // whether a combination of this sum exists
+  const auto search = [&](const auto& self, std::size_t k, std::size_t rest) -> bool {
+    if (k == open.size()) {
+      if (rest != 0) return false;
+      reached = true;
+      return budget-- > 0 && judge();
+    }
     view& v = s.views[open[k]];
     const auto candidates = candidates_of(s, v);
-    if (candidates.empty()) return self(self, k + 1);
-    for (std::size_t c = 0; c < candidates.size() && budget > 0; ++c) {
+    if (candidates.empty()) return self(self, k + 1, rest);
+    for (std::size_t c = 0; c < candidates.size() && c <= rest && budget > 0; ++c) {
       hold(s, v, candidates[c]);
       v.choice = int(c);
-      if (self(self, k + 1)) return true;
+      if (self(self, k + 1, rest - c)) return true;
     }
     return false;
   };
-  const bool found = search(search, 0);
+  bool found = false;
+  for (std::size_t sum = 0; !found && budget > 0; ++sum) {
+    reached = false;
+    found = search(search, 0, sum);
+    if (!reached) break;
+  }
   for (const std::size_t k : open) {
     view& v = s.views[k];
     if (!found)
@@ -1047,12 +1081,19 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     // Attributes ONNX requires and no predicate gave.
     if (Spec::name == "Cast" && !named("to"))
       parts.attrs.emplace_back("to", w.type == dtype::undefined ? outer : w.type);
-    if (Spec::name == "Concat" && !named("axis"))
+    const bool concat_axis_given = named("axis");
+    if (Spec::name == "Concat" && !concat_axis_given)
       parts.attrs.emplace_back("axis", std::int64_t(-1));
     const auto outs = s.b.ops(Spec::name, args, {},
                               {.domain = std::string(Spec::domain), .outputs = int(p.slot) + 1});
     auto& node = *s.b.proto().mutable_node(s.b.proto().node_size() - 1);
     for (const build::attr& a : parts.attrs) *node.add_attribute() = a.proto;
+    // A Concat's axis the pattern leaves to code is searched as a view's shape is: the sequence
+    // axis of a cache, the last of a pair's halves.
+    if (Spec::name == "Concat" && !concat_axis_given && !args.empty())
+      choose_view(
+          s,
+          {.op = "Concat", .data = args.front().name, .initializer = s.b.proto().node_size() - 1});
     // An op whose predicate is code settles the views below it: its own pattern is their judge
     // (the root's is the rule, in build()).
     if constexpr (states_code<Preds>)
