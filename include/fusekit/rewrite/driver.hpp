@@ -138,13 +138,10 @@ struct graph_edit {
     // A rewired Shape or Size is computed anew where it was, unless all that read it die too
     // (it sized a view of the match): then it goes with them.
     auto still_read = [&](node_id reader) {
-      for (value_id out : g.outputs(reader)) {
-        if (out == no_id) continue;
-        if (g.is_graph_output(out) || read.contains(out)) return true;
-        for (const use& u : g.consumers(out))
-          if (!dead.contains(u.node)) return true;
-      }
-      return false;
+      const auto outs = g.outputs(reader);
+      return std::any_of(outs.begin(), outs.end(), [&](value_id out) {
+        return out != no_id && read_after(g, out, read, dead);
+      });
     };
     for (candidate* c : edits)
       for (std::size_t i = 0; i < c->rewired.size(); ++i) {

@@ -35,6 +35,16 @@ struct footprint {
   std::span<const node_id> rewired = {};
 };
 
+// Whether `out` is still read once the nodes of `dead` are gone: a graph output, a value an
+// emitted node reads (`read`), or one a node that stays reads.
+inline bool read_after(const graph& g, value_id out, const std::unordered_set<value_id>& read,
+                       const std::unordered_set<node_id>& dead) {
+  if (g.is_graph_output(out) || read.contains(out)) return true;
+  const auto uses = g.consumers(out);
+  return std::any_of(uses.begin(), uses.end(),
+                     [&](const use& u) { return !dead.contains(u.node); });
+}
+
 // Which matched nodes die: the roots, and every other matched node none of whose outputs is still
 // needed — read by a node that stays or by an emitted node, or a graph output — unless the edit
 // replaces that output. Linear in the edits' size, not the graph's.
@@ -54,11 +64,7 @@ FUSEKIT_ENGINE_INLINE std::unordered_set<node_id> dead_nodes(const graph& g,
     }
   }
   auto needed = [&](value_id out) {
-    if (out == no_id || replaced.contains(out)) return false;
-    if (g.is_graph_output(out) || read.contains(out)) return true;
-    const auto uses = g.consumers(out);
-    return std::any_of(uses.begin(), uses.end(),
-                       [&](const use& u) { return !dead.contains(u.node); });
+    return out != no_id && !replaced.contains(out) && read_after(g, out, read, dead);
   };
   for (bool changed = true; changed;) {
     changed = false;
