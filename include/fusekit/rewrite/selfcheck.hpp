@@ -344,7 +344,7 @@ struct site {
 struct view {
   std::string op;
   std::string data;
-  int initializer = 0;  // a Concat's: its node
+  int holder = 0;  // the initializer's index; a Concat's: its node's
   int choice = 0;
   bool settled = false;  // an op's predicate, or a replay, decided it
 };
@@ -876,10 +876,8 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> view_candidates(
   return out;
 }
 
-FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> static_dims(state& s,
+FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> static_dims(const graph& g,
                                                                            std::string_view name) {
-  const onnx::ModelProto m = s.b.build();
-  const graph g(m);
   const auto id = g.find_value(name);
   const facts& f = facts_of(g);
   const auto rank = id ? f.rank(*id) : std::nullopt;
@@ -895,17 +893,18 @@ FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> static_dims(state
 
 FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> candidates_of(state& s,
                                                                            const view& v) {
-  const auto dims = static_dims(s, v.data);
+  const onnx::ModelProto m = s.b.build();
+  const auto dims = static_dims(graph(m), v.data);
   return dims ? view_candidates(v.op, *dims, s.o.shape) : std::vector<std::vector<std::int64_t>>{};
 }
 
 FUSEKIT_ENGINE_INLINE void hold(state& s, const view& v, const std::vector<std::int64_t>& values) {
   if (v.op == "Concat") {
-    for (onnx::AttributeProto& a : *s.b.proto().mutable_node(v.initializer)->mutable_attribute())
+    for (onnx::AttributeProto& a : *s.b.proto().mutable_node(v.holder)->mutable_attribute())
       if (a.name() == "axis") a.set_i(values.at(0));
     return;
   }
-  onnx::TensorProto& t = *s.b.proto().mutable_initializer(v.initializer);
+  onnx::TensorProto& t = *s.b.proto().mutable_initializer(v.holder);
   t = build::make_tensor(t.name(), dtype::int64, {std::int64_t(values.size())},
                          std::vector<double>(values.begin(), values.end()));
 }
@@ -913,7 +912,7 @@ FUSEKIT_ENGINE_INLINE void hold(state& s, const view& v, const std::vector<std::
 std::vector<std::vector<std::int64_t>> view_candidates(std::string_view op,
                                                        const std::vector<std::int64_t>& d,
                                                        const std::vector<std::int64_t>& sizes);
-std::optional<std::vector<std::int64_t>> static_dims(state& s, std::string_view name);
+std::optional<std::vector<std::int64_t>> static_dims(const graph& g, std::string_view name);
 std::vector<std::vector<std::int64_t>> candidates_of(state& s, const view& v);
 void hold(state& s, const view& v, const std::vector<std::int64_t>& values);
 #endif
@@ -929,8 +928,7 @@ inline void choose_view(state& s, view v) {
   s.views.push_back(v);
 }
 inline build::value open_view(state& s, std::string_view op, const build::value& data) {
-  const view v{
-      .op = std::string(op), .data = data.name, .initializer = s.b.proto().initializer_size()};
+  const view v{.op = std::string(op), .data = data.name, .holder = s.b.proto().initializer_size()};
   const build::value held = s.b.initializer(
       s.fresh(op == "Unsqueeze" || op == "Squeeze" ? "axes" : "shape"), dtype::int64, {0}, {});
   choose_view(s, v);
@@ -1023,12 +1021,15 @@ void inputs(const Inputs& in, state& s, want w, std::vector<build::value>& out) 
   const std::optional<std::vector<std::int64_t>> outer = s.sibling;
   s.sibling.reset();
   // The largest of them: a scalar beside a leaf (a constant factor) says nothing of its shape.
-  if (broadcasts(Spec::name))
+  if (broadcasts(Spec::name)) {
+    const onnx::ModelProto m = s.b.build();
+    const graph g(m);
     for (const build::value& v : out)
       if (!v.name.empty())
-        if (auto dims = static_dims(s, v.name);
+        if (auto dims = static_dims(g, v.name);
             dims && !dims->empty() && (!s.sibling || dims->size() > s.sibling->size()))
           s.sibling = std::move(dims);
+  }
   inputs<Spec>(in, s, w, out, true);
   s.sibling = outer;
 }
@@ -1092,8 +1093,7 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     // axis of a cache, the last of a pair's halves.
     if (Spec::name == "Concat" && !concat_axis_given && !args.empty())
       choose_view(
-          s,
-          {.op = "Concat", .data = args.front().name, .initializer = s.b.proto().node_size() - 1});
+          s, {.op = "Concat", .data = args.front().name, .holder = s.b.proto().node_size() - 1});
     // An op whose predicate is code settles the views below it: its own pattern is their judge
     // (the root's is the rule, in build()).
     if constexpr (states_code<Preds>)
@@ -1127,6 +1127,17 @@ struct built {
   std::vector<int> views;  // each open view's candidate
 };
 
+// Whether the rule's pattern matches at `root`'s producer and its guard accepts.
+template <class R>
+bool accepted(const onnx::ModelProto& model, const std::string& root,
+              const rewrite::options_of<R>& own) {
+  const graph g(model);
+  const node_id at = g.producer(*g.find_value(root));
+  if (at == no_id) return false;
+  const auto m = pattern::match(R::pattern, g, at);
+  return m && bool(rewrite::guard_of<R>(g, m, own));
+}
+
 template <class R>
 built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
             const std::vector<leaf_form>& forms, int mutate, std::vector<int> views = {}) {
@@ -1150,11 +1161,7 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
       m.mutable_graph()->add_output()->set_name(root.name);
       for (const build::value& v : s.extra_outputs)
         m.mutable_graph()->add_output()->set_name(v.name);
-      const graph g(m);
-      const node_id at = g.producer(*g.find_value(root.name));
-      if (at == no_id) return false;
-      const auto match = pattern::match(R::pattern, g, at);
-      return match && bool(rewrite::guard_of<R>(g, match, own));
+      return accepted<R>(m, root.name, own);
     });
   built out;
   for (const view& v : s.views) out.views.push_back(v.choice);
@@ -1218,15 +1225,6 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<leaf_form>> leaf_searches(std::siz
 #else
 std::vector<std::vector<leaf_form>> leaf_searches(std::size_t leaves, std::size_t most);
 #endif
-
-template <class R>
-bool accepted(const built& b, const rewrite::options_of<R>& own) {
-  const graph g(b.model);
-  const node_id root = g.producer(*g.find_value(b.root));
-  if (root == no_id) return false;
-  const auto m = pattern::match(R::pattern, g, root);
-  return m && bool(rewrite::guard_of<R>(g, m, own));
-}
 
 // The rule run as the driver runs it, every anchor explained.
 template <class R>
@@ -1388,12 +1386,12 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const std::vector<int> sequence = b.sequence;
     const std::string choices = b.choices;
     std::vector<detail::leaf_form> winner;
-    bool found = detail::accepted<R>(b, own);
+    bool found = detail::accepted<R>(b.model, b.root, own);
     const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
     for (std::size_t k = 1; !found && k < searches.size(); ++k) {
       plan.begin(planner::mode::replay, sequence);
       detail::built next = detail::build<R>(plan, o, own, searches[k], -1);
-      if (detail::accepted<R>(next, own)) {
+      if (detail::accepted<R>(next.model, next.root, own)) {
         b = std::move(next);
         winner = searches[k];
         found = true;
