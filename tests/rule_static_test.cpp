@@ -50,6 +50,14 @@ struct with_policy : base {
 };
 static_assert(rule<with_policy>);
 
+// What the guard reads beyond the pattern, for selfcheck: a capture's producer, tied to another.
+struct with_sources : base {
+  static constexpr auto pattern = op<"Add">(capture<"x">, capture<"y">);
+  static constexpr auto sources =
+      fusekit::pattern::sources(source<"x">(op<"Abs">(any())), source<"y">(capture<"x">));
+};
+static_assert(rule<with_sources>);
+
 // A rule that inherits its members is checked on what it inherits.
 struct inherits_policy : with_policy {};
 static_assert(rule<inherits_policy>);
@@ -135,6 +143,23 @@ struct is_its_block_of_value : base {
   static bool is_its_block(const graph&, fusekit::value_id, int) { return true; }
 };
 static_assert(!rule<is_its_block_of_value>);
+
+struct source_of_no_capture : base {
+  static constexpr auto sources = fusekit::pattern::sources(source<"y">(op<"Abs">(any())));
+};
+static_assert(!rule<source_of_no_capture>);
+
+// A source stands for a value: a capture of a node (bind) is no leaf to write.
+struct source_of_a_node : base {
+  static constexpr auto pattern = op<"Relu">(op<"Abs">(capture<"x">).bind<"abs">());
+  static constexpr auto sources = fusekit::pattern::sources(source<"abs">(any()));
+};
+static_assert(!rule<source_of_a_node>);
+
+struct sources_not_sources : base {
+  static constexpr auto sources = op<"Abs">(any());
+};
+static_assert(!rule<sources_not_sources>);
 
 struct options_not_a_type : base {
   static constexpr int options = 0;

@@ -302,6 +302,42 @@ TEST(Selfcheck, GivesWhatAnOpOfAnotherOutputTypeReadsItsOwnType) {
   EXPECT_TRUE(r.ok()) << r.to_table();
 }
 
+// Relu of what is already non-negative is that value: the guard proves it from x's producer, a
+// Relu or an Abs, beyond the pattern. Silent on that, the rule leaves its check a graph input
+// for x, which its guard refuses.
+struct relu_of_non_negative_unsourced {
+  static constexpr std::string_view name = "relu-of-non-negative";
+  static constexpr auto pattern = op<"Relu">(capture<"x">);
+  static verdict guard(const fusekit::graph& g, const auto& m) {
+    const fusekit::node_id p = g.producer(get<"x">(m));
+    if (p != fusekit::no_id && (g.op_type(p) == "Relu" || g.op_type(p) == "Abs"))
+      return verdict::yes();
+    return verdict::no("x is not proven non-negative");
+  }
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.value(get<"x">(m)));
+  }
+};
+// Its sources say what the guard reads, and the check writes both producers.
+struct relu_of_non_negative : relu_of_non_negative_unsourced {
+  static constexpr auto sources =
+      fusekit::pattern::sources(source<"x">(any_of(op<"Relu">(any()), op<"Abs">(any()))));
+};
+
+TEST(Selfcheck, WritesWhatTheGuardReadsBeyondThePatternFromTheRulesSources) {
+  const auto r = fusekit::selfcheck::check<relu_of_non_negative>(with_runtime("relu_of_relu"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_EQ(r.to_table(),
+            "relu-of-non-negative: ok; 7 of 7 instances fused, 6 of 6 alternatives covered; "
+            "parity with ONNX Runtime 7 of 7; 0 mutants: 0 refused and named\n");
+  const auto bare = fusekit::selfcheck::check<relu_of_non_negative_unsourced>({});
+  EXPECT_FALSE(bare.ok());
+  ASSERT_FALSE(bare.uncovered.empty());
+  EXPECT_EQ(bare.uncovered.front(),
+            "float type float32|float16: 1 of 2: x is not proven non-negative (and with every "
+            "leaf shape searched)");
+}
+
 TEST(Selfcheck, TellsTheFirstFailuresAndCountsTheRest) {
   // A pattern of thousands of alternatives that fails at one view fails at most of them: the
   // table names the first, then how many more there are.

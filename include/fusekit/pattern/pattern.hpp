@@ -16,3 +16,4 @@
 #include "fusekit/pattern/match.hpp"
 #include "fusekit/pattern/matchers.hpp"
 #include "fusekit/pattern/predicates.hpp"
+#include "fusekit/pattern/sources.hpp"

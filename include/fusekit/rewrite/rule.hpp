@@ -11,6 +11,7 @@
 //     static constexpr std::size_t near_miss_depth = 2;           // optional; see below
 //     static bool resembles(const graph&, node_id anchor);        // optional; see below
 //     static bool is_its_block(const graph&, node_id anchor);     // optional; see below
+//     static constexpr auto sources = pattern::sources(…);       // optional; see below
 //   };
 //
 // The check is strict: a member of one of these names that is not of its form (a guard taking a
@@ -30,6 +31,10 @@
 // any other anchor is no near miss, however far it got (a RoPE MatMul is not attention). With
 // `explain`, every anchor's failure is listed.
 //
+// sources (fusekit/pattern/sources.hpp) say what the guard reads beyond the pattern: for a
+// capture the pattern leaves a leaf, what may produce it. Matching never reads them; selfcheck
+// writes them, so that its graphs show the guard what it looks for.
+//
 // The engine's own options (which rules run, how much to explain) are the run's; what only a
 // family of rules understands (an attention rule's target op and head count) is its options.
 #pragma once
@@ -44,6 +49,7 @@
 
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/pattern/match.hpp"
+#include "fusekit/pattern/sources.hpp"
 #include "fusekit/rewrite/emitter.hpp"
 
 namespace fusekit::rewrite {
@@ -77,7 +83,8 @@ namespace rule_detail {
 // in both bases of probe<R>, and naming it is ambiguous. A member template or an overload set,
 // which no expression can name without its arguments, is found too.
 struct member_names {
-  int name, pattern, guard, emit, priority, options, near_miss_depth, resembles, is_its_block;
+  int name, pattern, guard, emit, priority, options, near_miss_depth, resembles, is_its_block,
+      sources;
 };
 template <class R>
 struct probe : R, member_names {};
@@ -96,6 +103,7 @@ FUSEKIT_RULE_DECLARES(options)
 FUSEKIT_RULE_DECLARES(near_miss_depth)
 FUSEKIT_RULE_DECLARES(resembles)
 FUSEKIT_RULE_DECLARES(is_its_block)
+FUSEKIT_RULE_DECLARES(sources)
 #undef FUSEKIT_RULE_DECLARES
 
 template <class R>
@@ -200,10 +208,31 @@ concept is_its_block_ok =
   { R::is_its_block(g, n) } -> std::same_as<bool>;
 };
 
+namespace rule_detail {
+// Each source names a value the pattern captures: one of another name would never be written.
+template <class Captures, class... S>
+constexpr bool sources_name_values(const pattern::sources_t<S...>*) {
+  constexpr auto value = [](std::string_view name) {
+    const std::size_t i = pattern::index_of<Captures>(name);
+    return i != pattern::npos && Captures::kinds[i] == pattern::capture_kind::value;
+  };
+  return (value(S::name) && ...);
+}
+}  // namespace rule_detail
+
 template <class R>
-concept rule =
-    rule_detail::probe_able<R> && named<R> && patterned<R> && options_ok<R> && emits<R> &&
-    guard_ok<R> && priority_ok<R> && near_miss_depth_ok<R> && resembles_ok<R> && is_its_block_ok<R>;
+concept sources_of_captures = requires {
+  requires pattern::is_sources<std::remove_cvref_t<decltype(R::sources)>>;
+  requires rule_detail::sources_name_values<typename match_of<R>::captures>(
+      static_cast<const std::remove_cvref_t<decltype(R::sources)>*>(nullptr));
+};
+template <class R>
+concept sources_ok = !rule_detail::declares_sources<R> || sources_of_captures<R>;
+
+template <class R>
+concept rule = rule_detail::probe_able<R> && named<R> && patterned<R> && options_ok<R> &&
+               emits<R> && guard_ok<R> && priority_ok<R> && near_miss_depth_ok<R> &&
+               resembles_ok<R> && is_its_block_ok<R> && sources_ok<R>;
 
 // The same check with a message per member, for the places a rule is compiled. True when it
 // passes, so that callers compile the rest only then and the first message is the only one.
@@ -241,6 +270,11 @@ constexpr bool check_rule() {
     static_assert(is_its_block_ok<R>,
                   "fusekit: a rule's is_its_block is `static bool is_its_block(const "
                   "fusekit::graph&, fusekit::node_id)`");
+    if constexpr (patterned<R>)
+      static_assert(sources_ok<R>,
+                    "fusekit: a rule's sources are `static constexpr auto sources = "
+                    "fusekit::pattern::sources(source<\"x\">(<a pattern>), …);`, each named for a "
+                    "value the pattern captures");
   }
   return rule<R>;
 }

@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -367,13 +368,19 @@ struct state {
   std::vector<view> views;
   std::vector<int> view_replay;  // each view's candidate, as an instance took it (a mutant's)
   std::optional<std::vector<std::int64_t>> sibling;  // the dims a broadcasting op's leaf takes
+  // The rule's sources (pattern/sources.hpp): writes a capture's value from its own, or nothing
+  // where it has none. `sourcing`: the captures being written so, each written as a leaf inside
+  // its own source.
+  std::function<std::optional<build::value>(std::string_view, want)> source{};
+  std::vector<std::string> sourcing;
 
   state(planner& p, const options& o, dtype t, std::int64_t opset)
       : b(opset), plan(p), o(o), type(t), opset(opset) {}
 
   // Whether the next mutation site is the one to break; records what breaking it must say.
+  // A source's predicates are no sites: what refuses a graph without them is the guard.
   bool breaks(std::string what, std::string expect) {
-    if (sites++ != mutate) return false;
+    if (!sourcing.empty() || sites++ != mutate) return false;
     broken = {std::move(what), std::move(expect)};
     return true;
   }
@@ -480,6 +487,12 @@ struct gen<pattern::capture_t<Name>> {
       if (!s.breaks("'" + name + "' twice", "'" + name + "' must be the same value twice"))
         return found->second;
       return s.leaf(name, w);
+    }
+    if (s.source && std::find(s.sourcing.begin(), s.sourcing.end(), name) == s.sourcing.end()) {
+      s.sourcing.push_back(name);
+      const std::optional<build::value> v = s.source(name, w);
+      s.sourcing.pop_back();
+      if (v) return s.bound[name] = *v;
     }
     return s.bound[name] = s.leaf(name, w);
   }
@@ -1138,6 +1151,19 @@ bool accepted(const onnx::ModelProto& model, const std::string& root,
   return m && bool(rewrite::guard_of<R>(g, m, own));
 }
 
+// The value of the capture `name` written from its source in `all`, if it has one.
+template <class... S>
+std::optional<build::value> from_sources(const pattern::sources_t<S...>& all,
+                                         std::string_view name, state& s, want w) {
+  std::optional<build::value> out;
+  std::apply(
+      [&](const auto&... each) {
+        ((out || each.name != name ? void() : void(out = make(each.pattern, s, w))), ...);
+      },
+      all.each);
+  return out;
+}
+
 template <class R>
 built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
             const std::vector<leaf_form>& forms, int mutate, std::vector<int> views = {}) {
@@ -1150,6 +1176,8 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
   s.forms = forms;
   s.mutate = mutate;
   s.view_replay = std::move(views);
+  if constexpr (rewrite::rule_detail::declares_sources<R>)
+    s.source = [&s](std::string_view name, want w) { return from_sources(R::sources, name, s, w); };
   s.b.opset_import("com.microsoft", 1);
   const build::value root = make(R::pattern, s);
   // The views no predicate below the root settled: the rule is their judge. A mutant keeps its

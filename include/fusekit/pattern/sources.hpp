@@ -1,0 +1,60 @@
+// What a guard reads beyond its pattern, said as patterns: for a capture the pattern leaves a
+// leaf, the ops that may produce it.
+//
+//   static constexpr auto sources = pattern::sources(
+//       pattern::source<"p1">(op<"Softmax">(any())),  // the guard walks up to a Softmax
+//       pattern::source<"p2">(capture<"p1">));        // and wants both products to read it
+//
+// Matching never reads them: the guard stays the judge of what it accepts there. They are the
+// rule's word on what the guard looks for, which selfcheck writes in place of the leaf (a graph
+// input, which no guard can see past, would otherwise leave such a rule unchecked). A source's
+// own choices (any_of, optional …) are alternatives to cover like the pattern's; its predicates
+// are not mutated, since what refuses a graph without them is the guard, in its own words.
+#pragma once
+
+#include <string_view>
+#include <tuple>
+
+#include "fusekit/pattern/fixed_string.hpp"
+
+namespace fusekit::pattern {
+
+template <fixed_string Name, class P>
+struct source_t {
+  static constexpr std::string_view name = Name.view();
+  P pattern;
+};
+
+template <fixed_string Name>
+struct source_factory {
+  template <class P>
+  constexpr source_t<Name, P> operator()(P p) const {
+    return {p};
+  }
+};
+template <fixed_string Name>
+inline constexpr source_factory<Name> source{};
+
+template <class... S>
+struct sources_t {
+  std::tuple<S...> each;
+};
+
+template <class T>
+inline constexpr bool is_source = false;
+template <fixed_string Name, class P>
+inline constexpr bool is_source<source_t<Name, P>> = true;
+
+template <class... S>
+constexpr sources_t<S...> sources(S... each) {
+  static_assert(sizeof...(S) > 0, "fusekit: sources() names at least one capture");
+  static_assert((is_source<S> && ...), "fusekit: sources() takes source<\"name\">(pattern)s");
+  return {{each...}};
+}
+
+template <class T>
+inline constexpr bool is_sources = false;
+template <class... S>
+inline constexpr bool is_sources<sources_t<S...>> = true;
+
+}  // namespace fusekit::pattern
