@@ -909,6 +909,9 @@ struct differential_block {
   // The first product in float16 between Casts, as a converter that keeps ops in float32 by name
   // leaves DiffLlama's: v₁ float16, p cast to it, the product cast back.
   bool first_in_float16 = false;
+  // Each product turned by a Transpose without perm, which reverses its dims: the head size
+  // first, joined on axis 0.
+  bool reversed = false;
 
   model build() const {
     model_builder b(17);
@@ -929,13 +932,15 @@ struct differential_block {
                      : b.op("MatMul", {p, v});
       if (identity_view)
         y = b.op("Reshape", {y, b.initializer(dtype::int64, {4}, {2, 4, double(n), 8})});
+      if (reversed) return b.op("Transpose", {y});
       return turned ? b.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}}) : y;
     };
     b.output(b.op("Concat", {half(v1, true), half(v2, !one_turned)}, {{"axis", axis}},
                   {.name = "joined"}),
              dtype::float32,
-             dims(axis == -1 ? std::vector<std::int64_t>{2, n, 4, 16}
-                             : std::vector<std::int64_t>{2, n, 8, 8}));
+             dims(reversed     ? std::vector<std::int64_t>{16, n, 4, 2}
+                  : axis == -1 ? std::vector<std::int64_t>{2, n, 4, 16}
+                               : std::vector<std::int64_t>{2, n, 8, 8}));
     return b.build_model();
   }
 };
@@ -961,6 +966,16 @@ TEST(DifferentialAttention, TwoProductsOfOneSoftmaxAreOneBlockOnVWhole) {
     EXPECT_TRUE(fusekit::rules::fuse_all(m).fusions.empty());
     EXPECT_EQ(bytes(m), once);
   }
+}
+
+// A Transpose without perm reverses the dims: the products' last axis is the first, where they
+// join.
+TEST(DifferentialAttention, AProductTurnedByATransposeWithoutPermJoinsOnItsFirstAxis) {
+  model m = differential_block{.axis = 0, .reversed = true}.build();
+  const auto report = fusekit::rules::fuse_all(m, {.rules = {"differential-attention-values"}});
+  ASSERT_EQ(report.fusions.size(), 1u)
+      << (report.near_misses.empty() ? std::string() : report.near_misses[0].reason);
+  fusekit::rewrite::check_invariants(m);
 }
 
 // The near misses of the join, each leaving the model as it is (the attention rule's own near

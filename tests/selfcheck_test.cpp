@@ -114,7 +114,7 @@ struct silu_float32 : silu {
 TEST(Selfcheck, FailsAGuardThatRefusesWhatThePatternAccepts) {
   const auto r = fusekit::selfcheck::check<silu_float32>({});
   EXPECT_FALSE(r.ok());
-  ASSERT_EQ(r.uncovered.size(), 1u);
+  ASSERT_EQ(r.uncovered.size(), 1u) << r.to_table();
   EXPECT_EQ(r.uncovered[0],
             "float type float32|float16: 2 of 2: x is not float32 (and with every leaf shape "
             "searched)");

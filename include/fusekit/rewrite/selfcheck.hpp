@@ -19,12 +19,15 @@
 // the two dims before its last exchanged (BNSH and BSNH), until the pattern and the
 // guard accept the graph; a leaf of a broadcasting op first takes the shape of the op beside it
 // (an op's inputs that are ops are written before its leaves). A view's open shape (a Reshape's
-// or Expand's target, an Unsqueeze's axes) is derived from the dims of what it reads: merges of
-// adjacent dims, splits into dims options::shape holds, a broadcast of a 1, an axis; the
-// candidates of the views below an op that states a predicate in code (.where) are tried
+// or Expand's target, an Unsqueeze's axes, a Slice's bounds) is derived from the dims of what it
+// reads: merges of adjacent dims, splits into dims options::shape holds, a broadcast of a 1, an
+// axis, a half of the last axis; the candidates of the views below an op that states a predicate in code (.where) are tried
 // together until that op's own pattern matches, and those no such op settles until the rule
 // accepts the graph. Every other covering round takes new alternatives at several choice points
-// at once (alternatives that fuse only together). Other predicates the pattern states as code
+// at once (alternatives that fuse only together); an instance refused although each alternative
+// it holds fused elsewhere is such a combination, the guard's to refuse, and no failure. What
+// the rule's code reads beyond the pattern comes from its sources (pattern/sources.hpp), written
+// in place of the leaves they name. Other predicates the pattern states as code
 // (where_bound, same_dim, proven_value of a capture) are not generated: they are checked, as
 // everything is, by matching. An alternative that no instance fuses is reported with the reason
 // of its last refusal.
@@ -81,7 +84,8 @@ struct options {
   // The instances' float types and opsets: alternatives like the pattern's own.
   std::vector<dtype> types{dtype::float32, dtype::float16};
   std::vector<std::int64_t> opsets{17, 18};
-  // Where each instance, its fused form and each fused mutant are written ("" writes nothing).
+  // Where each instance, its fused form and each fused mutant are written, and each instance the
+  // rule refused ("" writes nothing).
   std::filesystem::path write_to{};
   // A Python with onnxruntime and numpy: runs each instance and its fused form on the same random
   // inputs (needs write_to). Empty: parity is not checked, and the result says so.
@@ -92,6 +96,9 @@ struct instance {
   std::string choices;  // the alternatives it holds, "; "-separated
   bool fused = false;
   std::string reason;  // why it did not fuse
+  // Refused, though every alternative it holds fused in another instance: a combination the
+  // guard refuses and the pattern cannot say (a view on one product and not on the other).
+  bool combination = false;
   std::string file;    // its name under write_to
   std::string parity;  // "ok", "differs: …", "failed: …", "not run: …", or "" (not asked)
 };
@@ -120,7 +127,8 @@ struct result {
     // Asked for, parity is proven or the check fails: an instance ONNX Runtime could not run is
     // not one that computes the same.
     for (const instance& i : instances)
-      if (!i.fused || (parity_checked && i.parity != "ok")) return false;
+      if ((!i.fused && !i.combination) || (i.fused && parity_checked && i.parity != "ok"))
+        return false;
     for (const mutant& m : mutants)
       if (!m.ok) return false;
     return true;
@@ -135,10 +143,11 @@ struct result {
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
   std::ostringstream out;
-  std::size_t fused = 0, same = 0, named = 0, absorbed = 0;
+  std::size_t fused = 0, same = 0, named = 0, absorbed = 0, combinations = 0;
   for (const instance& i : instances) {
     fused += i.fused;
     same += i.parity == "ok";
+    combinations += i.combination;
   }
   for (const mutant& m : mutants) {
     named += m.ok && !m.fused;
@@ -146,8 +155,11 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
   }
   out << rule << ": " << (ok() ? "ok" : "FAILED") << "; " << fused << " of " << instances.size()
       << " instances fused, " << alternatives - uncovered.size() << " of " << alternatives
-      << " alternatives covered; parity with ONNX Runtime "
-      << (parity_checked ? std::to_string(same) + " of " + std::to_string(instances.size())
+      << " alternatives covered";
+  if (combinations)
+    out << " (" << combinations << " refused combining alternatives that fused apart)";
+  out << "; parity with ONNX Runtime "
+      << (parity_checked ? std::to_string(same) + " of " + std::to_string(fused)
                          : std::string("not checked (no Python with onnxruntime given)"))
       << "; " << mutants.size() << " mutants: " << named << " refused and named";
   if (absorbed) out << ", " << absorbed << " fused by another alternative";
@@ -155,7 +167,8 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
   std::vector<std::string> failures;
   for (const std::string& u : uncovered) failures.push_back("not covered: " + u);
   for (const instance& i : instances) {
-    if (!i.fused) failures.push_back("instance [" + i.choices + "] did not fuse: " + i.reason);
+    if (!i.fused && !i.combination)
+      failures.push_back("instance [" + i.choices + "] did not fuse: " + i.reason);
     if (!i.parity.empty() && i.parity != "ok")
       failures.push_back("instance [" + i.choices + "] parity: " + i.parity);
   }
@@ -202,9 +215,11 @@ class planner {
     taken_.clear();
     sequence_.clear();
     novel_ = false;
-    // Every other cover round takes new alternatives at several points at once, each at random:
-    // alternatives that fuse only together (q's heads merged into the batch axis, and v's).
-    jointly_ = m == mode::cover && rounds_++ % 2 == 1;
+    // Every other cover round takes new alternatives at several points at once, each at random
+    // (every cover round, once each has failed alone enough): alternatives that fuse only
+    // together (q's heads merged into the batch axis, and v's; two views that must be alike). A
+    // replay of the round (its leaf shapes searched) is still that round.
+    if (m != mode::replay) jointly_ = m == mode::cover && (rounds_++ % 2 == 1 || !wanted_alone());
   }
 
   template <class P>
@@ -223,7 +238,7 @@ class planner {
         int want = -1;
         std::vector<int> fused;
         for (std::size_t k = alternatives; k-- > 0;) {
-          if (wanted(where, int(k))) want = int(k);
+          if (jointly_ ? wanted_jointly(where, int(k)) : wanted(where, int(k))) want = int(k);
           if (covered_.contains({where, int(k)})) fused.push_back(int(k));
         }
         if (want >= 0 && (!novel_ || fused.empty() || (jointly_ && random_() % 2 == 0))) {
@@ -240,16 +255,20 @@ class planner {
   }
 
   const std::vector<int>& sequence() const { return sequence_; }
+  bool covers(const std::vector<std::pair<point_key, int>>& taken) const {
+    return std::all_of(taken.begin(), taken.end(),
+                       [&](const auto& t) { return covered_.contains(t); });
+  }
   const std::vector<std::pair<point_key, int>>& taken() const { return taken_; }
 
   void fused() {
     for (const auto& t : taken_) covered_.insert(t);
   }
-  // A joint round's refusal is no alternative's own: it counts against none of them.
+  // A joint round's refusal is no alternative's own: it counts apart.
   void refused(const std::string& why) {
     for (const auto& t : taken_)
       if (!covered_.contains(t)) {
-        if (!jointly_) ++failures_[t];
+        ++(jointly_ ? joint_failures_ : failures_)[t];
         last_refusal_[t] = why;
       }
   }
@@ -257,7 +276,7 @@ class planner {
   bool wants_more() const {
     for (const auto& [where, p] : points_)
       for (std::size_t k = 0; k < p.alternatives; ++k)
-        if (wanted(where, int(k))) return true;
+        if (wanted(where, int(k)) || wanted_jointly(where, int(k))) return true;
     return false;
   }
   std::size_t alternatives() const {
@@ -270,12 +289,26 @@ class planner {
 
  private:
   static constexpr int tries_per_alternative = 3;
+  static constexpr int joint_tries_per_alternative = 6;
 
+  static bool below(const std::map<std::pair<point_key, int>, int>& failures,
+                    const std::pair<point_key, int>& key, int tries) {
+    const auto f = failures.find(key);
+    return f == failures.end() || f->second < tries;
+  }
   bool wanted(const point_key& where, int k) const {
     const auto key = std::pair{where, k};
-    if (covered_.contains(key)) return false;
-    const auto f = failures_.find(key);
-    return f == failures_.end() || f->second < tries_per_alternative;
+    return !covered_.contains(key) && below(failures_, key, tries_per_alternative);
+  }
+  bool wanted_jointly(const point_key& where, int k) const {
+    const auto key = std::pair{where, k};
+    return !covered_.contains(key) && below(joint_failures_, key, joint_tries_per_alternative);
+  }
+  bool wanted_alone() const {
+    for (const auto& [where, p] : points_)
+      for (std::size_t k = 0; k < p.alternatives; ++k)
+        if (wanted(where, int(k))) return true;
+    return points_.empty();
   }
   static std::string alternative_text(const point& p, int k) {
     return p.label + ": " + std::to_string(k + 1) + " of " + std::to_string(p.alternatives);
@@ -291,7 +324,7 @@ class planner {
   std::vector<std::pair<point_key, int>> taken_;
   std::map<point_key, point> points_;
   std::set<std::pair<point_key, int>> covered_;
-  std::map<std::pair<point_key, int>, int> failures_;
+  std::map<std::pair<point_key, int>, int> failures_, joint_failures_;
   std::map<std::pair<point_key, int>, std::string> last_refusal_;
 };
 
@@ -362,7 +395,10 @@ struct state {
   int mutate = -1;  // the mutation site to break, -1: none
   int sites = 0;
   site broken{};
-  std::vector<build::value> extra_outputs;
+  // What the mutant gives a reader outside the pattern, once the whole graph is written (the ops
+  // above it settle their views by their own patterns, which that reader would fail), and the
+  // readers' outputs.
+  std::vector<build::value> read_outside, extra_outputs;
   std::size_t names = 0;
   int depth = 0;  // of the op being built: 0 is the root
   std::vector<view> views;
@@ -370,9 +406,11 @@ struct state {
   std::optional<std::vector<std::int64_t>> sibling;  // the dims a broadcasting op's leaf takes
   // The rule's sources (pattern/sources.hpp): writes a capture's value from its own, or nothing
   // where it has none. `sourcing`: the captures being written so, each written as a leaf inside
-  // its own source.
+  // its own source. `naming`: the captures whose patterns are being written, each with the depth
+  // at which a leaf is the captured value itself (capture<"v">(any_of(…, any()))).
   std::function<std::optional<build::value>(std::string_view, want)> source{};
   std::vector<std::string> sourcing;
+  std::vector<std::pair<std::string, int>> naming;
 
   state(planner& p, const options& o, dtype t, std::int64_t opset)
       : b(opset), plan(p), o(o), type(t), opset(opset) {}
@@ -413,6 +451,16 @@ struct state {
   }
 
   build::value leaf(std::string_view name, want w);
+
+  // The capture `name` written from its source, where the rule gives it one.
+  std::optional<build::value> sourced(const std::string& name, want w) {
+    if (!source || std::find(sourcing.begin(), sourcing.end(), name) != sourcing.end())
+      return std::nullopt;
+    sourcing.push_back(name);
+    std::optional<build::value> v = source(name, w);
+    sourcing.pop_back();
+    return v;
+  }
 
   std::string fresh(std::string_view name) {
     std::string clean;
@@ -476,7 +524,11 @@ constexpr double largest_finite(dtype t) {
 
 template <>
 struct gen<pattern::any_t> {
-  static build::value make(const pattern::any_t&, state& s, want w) { return s.leaf("any", w); }
+  static build::value make(const pattern::any_t&, state& s, want w) {
+    if (!s.naming.empty() && s.naming.back().second == s.depth)
+      if (const auto v = s.sourced(s.naming.back().first, w)) return *v;
+    return s.leaf("any", w);
+  }
 };
 
 template <pattern::fixed_string Name>
@@ -488,12 +540,7 @@ struct gen<pattern::capture_t<Name>> {
         return found->second;
       return s.leaf(name, w);
     }
-    if (s.source && std::find(s.sourcing.begin(), s.sourcing.end(), name) == s.sourcing.end()) {
-      s.sourcing.push_back(name);
-      const std::optional<build::value> v = s.source(name, w);
-      s.sourcing.pop_back();
-      if (v) return s.bound[name] = *v;
-    }
+    if (const auto v = s.sourced(name, w)) return s.bound[name] = *v;
     return s.bound[name] = s.leaf(name, w);
   }
 };
@@ -503,7 +550,10 @@ struct gen<pattern::captured<Name, Inner>> {
   static build::value make(const pattern::captured<Name, Inner>& p, state& s, want w) {
     const std::string name(Name.view());
     if (const auto found = s.bound.find(name); found != s.bound.end()) return found->second;
-    return s.bound[name] = detail::make(p.inner, s, w);
+    s.naming.emplace_back(name, s.depth);
+    const build::value v = detail::make(p.inner, s, w);
+    s.naming.pop_back();
+    return s.bound[name] = v;
   }
 };
 
@@ -809,11 +859,20 @@ bool follows_output_type(std::string_view op, std::string_view domain, std::int6
 
 // ---- views whose shape or axes the pattern leaves open
 
-// Whether input `slot` of `op` is a view's shape, repeats or axes, read as an input at `opset`.
+// The view an open input of an op is, by its slot: a Slice's four (its starts, ends, axes and
+// steps), one of the other views'; "" where it is none.
+inline std::string_view view_of(std::string_view op, std::size_t slot, std::int64_t opset) {
+  static constexpr std::string_view slice[] = {"", "Slice starts", "Slice ends", "Slice axes",
+                                               "Slice steps"};
+  if (op == "Slice") return slot < std::size(slice) ? slice[slot] : "";
+  if (slot != 1) return "";
+  if (op == "Reshape" || op == "Expand" || op == "Tile") return op;
+  return (op == "Unsqueeze" || op == "Squeeze") && opset >= 13 ? op : "";
+}
+// Whether input `slot` of `op` is a view's shape, repeats, axes or bounds, read as an input at
+// `opset`.
 inline bool view_slot(std::string_view op, std::size_t slot, std::int64_t opset) {
-  if (slot != 1) return false;
-  if (op == "Reshape" || op == "Expand" || op == "Tile") return true;
-  return (op == "Unsqueeze" || op == "Squeeze") && opset >= 13;
+  return !view_of(op, slot, opset).empty();
 }
 template <class T>
 inline constexpr bool is_open = false;
@@ -885,6 +944,21 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> view_candidates(
       if (d[k] == 1) add({std::int64_t(k)});
   } else if (op == "Concat") {
     for (std::size_t k = 1; k <= r; ++k) add({-std::int64_t(k)});
+  } else if (op.starts_with("Slice") && r > 0 && d.back() % 2 == 0) {
+    // A half of the last axis (rotate_half's, a pair's): [0, h) or [h, L) of axis -1, which a
+    // Slice of three inputs (axis 0) does not name.
+    const std::int64_t h = d.back() / 2;
+    if (op == "Slice starts") {
+      add({0});
+      add({h});
+    } else if (op == "Slice ends") {
+      add({h});
+      add({d.back()});
+    } else if (op == "Slice axes") {
+      add({-1});
+    } else if (op == "Slice steps") {
+      add({1});
+    }
   }
   return out;
 }
@@ -942,8 +1016,10 @@ inline void choose_view(state& s, view v) {
 }
 inline build::value open_view(state& s, std::string_view op, const build::value& data) {
   const view v{.op = std::string(op), .data = data.name, .holder = s.b.proto().initializer_size()};
-  const build::value held = s.b.initializer(
-      s.fresh(op == "Unsqueeze" || op == "Squeeze" ? "axes" : "shape"), dtype::int64, {0}, {});
+  const std::string_view part = op.starts_with("Slice ") ? op.substr(6)
+                                : op == "Unsqueeze" || op == "Squeeze" ? "axes"
+                                                                       : "shape";
+  const build::value held = s.b.initializer(s.fresh(part), dtype::int64, {0}, {});
   choose_view(s, v);
   return held;
 }
@@ -1005,7 +1081,7 @@ void inputs(const Inputs& in, state& s, want w, std::vector<build::value>& out, 
     using head = std::remove_cvref_t<decltype(in.head)>;
     if ((is_leaf<head> || is_open<head>) == leaves) {
       if (is_open<head> && view_slot(Spec::name, Slot, s.opset) && !out.front().name.empty()) {
-        out[Slot] = open_view(s, Spec::name, out.front());
+        out[Slot] = open_view(s, view_of(Spec::name, Slot, s.opset), out.front());
       } else {
         want slot = w;
         if (!follows_output_type(Spec::name, Spec::domain, s.opset, Slot))
@@ -1122,7 +1198,7 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     const build::value out = outs[p.slot];
     if (!root && p.policy == pattern::use_policy::contained &&
         s.breaks("a reader outside the pattern of " + text_of(p), "is also read by"))
-      s.extra_outputs.push_back(s.b.op("Identity", {out}));
+      s.read_outside.push_back(out);
     return out;
   }
 };
@@ -1180,6 +1256,7 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
     s.source = [&s](std::string_view name, want w) { return from_sources(R::sources, name, s, w); };
   s.b.opset_import("com.microsoft", 1);
   const build::value root = make(R::pattern, s);
+  for (const build::value& v : s.read_outside) s.extra_outputs.push_back(s.b.op("Identity", {v}));
   // The views no predicate below the root settled: the rule is their judge. A mutant keeps its
   // instance's (the rule must refuse it); one an op's predicate settles is derived again, from
   // what the broken predicate made of what it regroups.
@@ -1392,6 +1469,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     int sites;
   };
   std::vector<fused_instance> to_mutate;
+  std::vector<std::vector<std::pair<detail::point_key, int>>> held;  // each instance's choices
 
   const auto keep = [&](const std::string& stem, const onnx::ModelProto& before,
                         const onnx::ModelProto& after) {
@@ -1435,12 +1513,17 @@ result check(const options& o, const rewrite::options_of<R>& own) {
       i.reason = detail::reason_at(r, g.describe(g.producer(*g.find_value(b.root))));
       if (!found) i.reason += " (and with every leaf shape searched)";
       plan.refused(i.reason);
+      // Kept too, to see what the rule refused.
+      if (!o.write_to.empty())
+        save_model({.proto = b.model, .path = {}},
+                   o.write_to / ("refused_" + std::to_string(out.instances.size()) + ".onnx"));
     } else {
       plan.fused();
       i.file = keep("instance_" + std::to_string(out.instances.size()), b.model, fused);
       if (mode == planner::mode::cover) to_mutate.push_back({sequence, winner, b.views, b.sites});
     }
     out.instances.push_back(std::move(i));
+    held.push_back(plan.taken());
   };
 
   for (std::size_t k = 0; k == 0 || (plan.wants_more() && k < o.cover_rounds); ++k)
@@ -1448,6 +1531,8 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   for (std::size_t k = 0; k < o.cases; ++k) attempt(planner::mode::random);
   out.alternatives = plan.alternatives();
   out.uncovered = plan.uncovered();
+  for (std::size_t k = 0; k < out.instances.size(); ++k)
+    out.instances[k].combination = !out.instances[k].fused && plan.covers(held[k]);
 
   for (const fused_instance& f : to_mutate)
     for (int site = 0; site < f.sites; ++site) {

@@ -50,6 +50,11 @@ checked rule(bool both_targets, bool layer_types, std::vector<std::int64_t> shap
 // so that a view's split or merge of them is one the guard can tell from any other.
 const std::vector<std::int64_t> attention_shape{2, 3, 4, 8};
 
+// x as a rotation reads it, [batch, heads, sequence, head size], of one head: the angles the
+// rules' sources write are then x's shape, as one per (batch row, position, pair) for every head
+// is (a source cannot drop an axis of what it slices).
+const std::vector<std::int64_t> rotary_shape{2, 1, 4, 8};
+
 std::span<const checked> library() {
   static const checked rules[] = {
       rule<differential_attention_values>(true, false, attention_shape),
@@ -59,8 +64,8 @@ std::span<const checked> library() {
       rule<rms_normalization>(true, true),
       rule<gelu>(true, true),
       rule<gelu_tanh>(true, true),
-      rule<rotary_embedding>(true, true),
-      rule<rotary_embedding_interleaved>(true, true),
+      rule<rotary_embedding>(true, true, rotary_shape),
+      rule<rotary_embedding_interleaved>(true, true, rotary_shape),
       rule<partial_rotary_embedding>(true, true),
       rule<skip_layer_normalization>(false, true),
       rule<skip_rms_normalization>(false, true),

@@ -68,6 +68,10 @@ inline bool products_of_one_softmax(const graph& g, node_id concat) {
   return product[0] != product[1] && weights[0] == weights[1];
 }
 
+// What products_of_one_softmax finds above both products, as attention computes it.
+inline constexpr auto probabilities = op<"Softmax">(
+    op<"MatMul">(capture<"q">, op<"Transpose">(capture<"k">).attr<"perm">(ints(0, 1, 3, 2))));
+
 template <fixed_string P, fixed_string V, fixed_string Product, fixed_string Turn>
 inline constexpr auto weighed =
     optional_op(
@@ -86,6 +90,10 @@ inline constexpr auto joined =
 struct differential_attention_values {
   static constexpr std::string_view name = "differential-attention-values";
   static constexpr auto pattern = differential::joined;
+  // The join's predicate walks up from both products to one Softmax (of attention's scores).
+  static constexpr auto sources =
+      pattern::sources(pattern::source<"p1">(differential::probabilities),
+                       pattern::source<"p2">(pattern::capture<"p1">));
 
   // Only a join of two products that one softmax's probabilities weigh is the block: anything
   // else joined (a rotary embedding's cat(θ, θ), one product read twice; two projections of one
@@ -143,7 +151,10 @@ struct differential_attention_values {
       return verdict::no(g.describe(m.root()) + "'s output rank is not proven");
     const std::int64_t a = *axis < 0 ? *axis + std::int64_t(*out_rank) : *axis;
     const std::int64_t last = std::int64_t(*out_rank) - 1;
-    const std::vector<std::int64_t> turned = perm(turn1);
+    // A Transpose without perm reverses the dims.
+    std::vector<std::int64_t> turned = perm(turn1);
+    if (turn1 != no_id && turned.empty())
+      for (std::int64_t k = last; k >= 0; --k) turned.push_back(k);
     const std::int64_t joined = turn1 == no_id                              ? a
                                 : a >= 0 && a < std::int64_t(turned.size()) ? turned[std::size_t(a)]
                                                                             : -1;

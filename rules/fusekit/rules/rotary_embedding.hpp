@@ -329,6 +329,30 @@ inline std::optional<int> position_axis(const graph& g, value_id angle, value_id
   return std::nullopt;
 }
 
+// What the guard reads beyond the pattern (the rules' sources, for selfcheck): angles whose
+// halves (pairs) it proves equal, computed as the models compute them: cat(θ, θ) of half the
+// angles (θ repeated in pairs: each [h, 2] row of a cat of θ with itself, flattened).
+template <fixed_string Half>
+inline constexpr auto halved = op<"Concat">(capture<Half>(op<"Slice">(any(), any(), any(), any())),
+                                            capture<Half>);
+template <fixed_string Half, fixed_string Column>
+inline constexpr auto paired =
+    op<"Reshape">(op<"Concat">(capture<Column>(op<"Unsqueeze">(
+                                   capture<Half>(op<"Slice">(any(), any(), any(), any())), any())),
+                               capture<Column>),
+                  any());
+template <rotary_form F, fixed_string Half, fixed_string Column>
+inline constexpr auto repeated_angles = [] {
+  if constexpr (F == rotary_form::halves)
+    return halved<Half>;
+  else
+    return paired<Half, Column>;
+}();
+template <rotary_form F>
+inline constexpr auto angle_sources =
+    sources(source<"cos">(op<"Cos">(repeated_angles<F, "cos_half", "cos_column">)),
+            source<"sin">(op<"Sin">(repeated_angles<F, "sin_half", "sin_column">)));
+
 }  // namespace rotary_forms
 
 template <rotary_form F>
@@ -337,6 +361,7 @@ struct fused_rotary_embedding {
   static constexpr std::string_view name =
       F == rotary_form::halves ? "rotary-embedding" : "rotary-embedding-interleaved";
   static constexpr auto pattern = rotary_forms::rotation<F>;
+  static constexpr auto sources = rotary_forms::angle_sources<F>;
 
   // An Add is a rotation's only where a Neg feeds it within the form's depth: a failed match at
   // any other Add is no near miss.

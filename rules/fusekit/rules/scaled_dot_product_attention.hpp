@@ -512,6 +512,7 @@ struct scaled_dot_product_attention_head_merge {
   // once the MatMul's first input matched too.
   static constexpr std::size_t near_miss_depth = 4;
   static constexpr auto pattern = sdpa::merged;
+  static constexpr auto sources = sdpa::merges_read;
   using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return sdpa::softmax_upstream(g, n); }
 
@@ -545,6 +546,7 @@ struct scaled_dot_product_attention_head_merge {
 struct scaled_dot_product_attention {
   static constexpr std::string_view name = "scaled-dot-product-attention";
   static constexpr auto pattern = sdpa::core;
+  static constexpr auto sources = sdpa::merges_read;
   using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return sdpa::softmax_read_by(g, n) != no_id; }
   static bool is_its_block(const graph& g, node_id n) {
