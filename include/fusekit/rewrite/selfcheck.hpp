@@ -21,16 +21,16 @@
 // (an op's inputs that are ops are written before its leaves). A view's open shape (a Reshape's
 // or Expand's target, an Unsqueeze's axes, a Slice's bounds) is derived from the dims of what it
 // reads: merges of adjacent dims, splits into dims options::shape holds, a broadcast of a 1, an
-// axis, a half of the last axis; the candidates of the views below an op that states a predicate in code (.where) are tried
-// together until that op's own pattern matches, and those no such op settles until the rule
-// accepts the graph. Every other covering round takes new alternatives at several choice points
-// at once (alternatives that fuse only together); an instance refused although each alternative
-// it holds fused elsewhere is such a combination, the guard's to refuse, and no failure. What
-// the rule's code reads beyond the pattern comes from its sources (pattern/sources.hpp), written
-// in place of the leaves they name. Other predicates the pattern states as code
-// (where_bound, same_dim, proven_value of a capture) are not generated: they are checked, as
-// everything is, by matching. An alternative that no instance fuses is reported with the reason
-// of its last refusal.
+// axis, a half of the last axis; the candidates of the views below an op that states a
+// predicate in code (.where) are tried together until that op's own pattern matches, and those
+// no such op settles until the rule accepts the graph. Every other covering round takes new
+// alternatives at several choice points at once (alternatives that fuse only together); an
+// instance refused although each alternative it holds fused elsewhere is such a combination, the
+// guard's to refuse, and no failure. What the rule's code reads beyond the pattern comes from its
+// sources (pattern/sources.hpp), written in place of the leaves they name. Other predicates the
+// pattern states as code (where_bound, same_dim, proven_value of a capture) are not generated:
+// they are checked, as everything is, by matching. An alternative that no instance fuses is
+// reported with the reason of its last refusal.
 #pragma once
 
 #include <algorithm>
@@ -41,8 +41,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -1016,7 +1016,7 @@ inline void choose_view(state& s, view v) {
 }
 inline build::value open_view(state& s, std::string_view op, const build::value& data) {
   const view v{.op = std::string(op), .data = data.name, .holder = s.b.proto().initializer_size()};
-  const std::string_view part = op.starts_with("Slice ") ? op.substr(6)
+  const std::string_view part = op.starts_with("Slice ")               ? op.substr(6)
                                 : op == "Unsqueeze" || op == "Squeeze" ? "axes"
                                                                        : "shape";
   const build::value held = s.b.initializer(s.fresh(part), dtype::int64, {0}, {});
@@ -1229,8 +1229,8 @@ bool accepted(const onnx::ModelProto& model, const std::string& root,
 
 // The value of the capture `name` written from its source in `all`, if it has one.
 template <class... S>
-std::optional<build::value> from_sources(const pattern::sources_t<S...>& all,
-                                         std::string_view name, state& s, want w) {
+std::optional<build::value> from_sources(const pattern::sources_t<S...>& all, std::string_view name,
+                                         state& s, want w) {
   std::optional<build::value> out;
   std::apply(
       [&](const auto&... each) {
