@@ -79,6 +79,9 @@ struct options {
   // shapes tried for each (an alternative they leave unfused is reported as not covered).
   std::size_t cover_rounds = 512;
   std::size_t shape_tries = 64;
+  // The graphs the rule judges for one instance while its open views are searched, over every
+  // leaf shape tried (a pattern of a dozen views at once would otherwise take hours).
+  std::size_t view_graphs = 2048;
   // The shape of each leaf input, unless the pattern asks for another rank.
   std::vector<std::int64_t> shape{2, 3, 8};
   // The instances' float types and opsets: alternatives like the pattern's own.
@@ -403,6 +406,7 @@ struct state {
   int depth = 0;  // of the op being built: 0 is the root
   std::vector<view> views;
   std::vector<int> view_replay;  // each view's candidate, as an instance took it (a mutant's)
+  std::size_t* view_graphs_left = nullptr;           // of the instance's options::view_graphs
   std::optional<std::vector<std::int64_t>> sibling;  // the dims a broadcasting op's leaf takes
   // The rule's sources (pattern/sources.hpp): writes a capture's value from its own, or nothing
   // where it has none. `sourcing`: the captures being written so, each written as a leaf inside
@@ -1036,7 +1040,10 @@ bool settle_views(state& s, std::size_t first, Judge&& judge) {
   for (std::size_t k = first; k < s.views.size(); ++k)
     if (!s.views[k].settled) open.push_back(k);
   if (open.empty()) return false;
-  int budget = view_tries;
+  const int given = s.view_graphs_left == nullptr
+                        ? view_tries
+                        : int(std::min<std::size_t>(view_tries, *s.view_graphs_left));
+  int budget = given;
   bool reached = false;  // whether a combination of this sum exists
   const auto search = [&](const auto& self, std::size_t k, std::size_t rest) -> bool {
     if (k == open.size()) {
@@ -1060,6 +1067,9 @@ bool settle_views(state& s, std::size_t first, Judge&& judge) {
     found = search(search, 0, sum);
     if (!reached) break;
   }
+  if (s.view_graphs_left != nullptr)
+    *s.view_graphs_left -=
+        std::min<std::size_t>(*s.view_graphs_left, std::size_t(given - std::max(budget, 0)));
   for (const std::size_t k : open) {
     view& v = s.views[k];
     if (!found)
@@ -1242,7 +1252,8 @@ std::optional<build::value> from_sources(const pattern::sources_t<S...>& all, st
 
 template <class R>
 built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
-            const std::vector<leaf_form>& forms, int mutate, std::vector<int> views = {}) {
+            const std::vector<leaf_form>& forms, int mutate, std::vector<int> views = {},
+            std::size_t* view_graphs_left = nullptr) {
   std::string types = "float type", opsets = "opset";
   for (dtype t : o.types) types += (types.size() == 10 ? " " : "|") + std::string(dtype_name(t));
   for (std::int64_t v : o.opsets) opsets += (opsets.size() == 5 ? " " : "|") + std::to_string(v);
@@ -1252,6 +1263,7 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
   s.forms = forms;
   s.mutate = mutate;
   s.view_replay = std::move(views);
+  s.view_graphs_left = view_graphs_left;
   if constexpr (rewrite::rule_detail::declares_sources<R>)
     s.source = [&s](std::string_view name, want w) { return from_sources(R::sources, name, s, w); };
   s.b.opset_import("com.microsoft", 1);
@@ -1488,7 +1500,8 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   const auto attempt = [&](planner::mode mode) {
     plan.begin(mode);
     // Every leaf of the options' shape first: the search's first try, already built.
-    detail::built b = detail::build<R>(plan, o, own, {}, -1);
+    std::size_t view_graphs_left = o.view_graphs;
+    detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &view_graphs_left);
     const std::vector<int> sequence = b.sequence;
     const std::string choices = b.choices;
     std::vector<detail::leaf_form> winner;
@@ -1496,7 +1509,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
     for (std::size_t k = 1; !found && k < searches.size(); ++k) {
       plan.begin(planner::mode::replay, sequence);
-      detail::built next = detail::build<R>(plan, o, own, searches[k], -1);
+      detail::built next = detail::build<R>(plan, o, own, searches[k], -1, {}, &view_graphs_left);
       if (detail::accepted<R>(next.model, next.root, own)) {
         b = std::move(next);
         winner = searches[k];
