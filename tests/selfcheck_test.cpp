@@ -381,6 +381,48 @@ TEST(Selfcheck, SearchesASlicesBoundsForAHalfOfTheLastAxis) {
             "ONNX Runtime 6 of 6; 4 mutants: 4 refused and named\n");
 }
 
+// x[…, h:] − x[…, :h] from one Split of the last axis into its halves: the pattern binds the
+// Split at both outputs, so an instance writes it once and reads both; its axis and sizes are
+// left to the guard, which the instances' views must satisfy.
+struct split_difference {
+  static constexpr std::string_view name = "split-difference";
+  static constexpr auto pattern =
+      op<"Sub">(op<"Split">(capture<"x">, maybe(any())).output(1).bind<"split">(),
+                op<"Split">(capture<"x">, maybe(any())).output(0).bind<"split">());
+  static verdict guard(const fusekit::graph& g, const auto& m) {
+    const fusekit::facts& f = fusekit::facts_of(g);
+    const fusekit::node_id split = get<"split">(m);
+    const auto length = f.dim_of(get<"x">(m), -1)->constant();
+    const auto rank = f.rank(get<"x">(m));
+    const auto axis = g.attribute_int(split, "axis").value_or(0);
+    const fusekit::content_fact& sizes =
+        g.inputs(split).size() > 1 ? f.content(g.input(split, 1)) : fusekit::content_fact{};
+    if (length && rank && (axis == -1 || axis == std::int64_t(*rank) - 1) &&
+        g.outputs(split).size() == 2 && sizes.known && !sizes.real && sizes.size() == 2 &&
+        sizes.ints[0].is_constant(*length / 2) && sizes.ints[1].is_constant(*length / 2))
+      return verdict::yes();
+    return verdict::no(g.describe(split) + " does not halve the last axis");
+  }
+  static void emit(const fusekit::graph& g, const auto& m, fusekit::rewrite::emitter& e) {
+    const std::int64_t h = *fusekit::facts_of(g).dim_of(get<"x">(m), -1)->constant() / 2;
+    const auto half = [&](std::int64_t from, std::int64_t to) {
+      return e.op("Slice",
+                  {e.value(get<"x">(m)), e.constant(fusekit::dtype::int64, {1}, {double(from)}),
+                   e.constant(fusekit::dtype::int64, {1}, {double(to)}),
+                   e.constant(fusekit::dtype::int64, {1}, {-1.0})});
+    };
+    e.replace_root(e.op("Sub", {half(h, 2 * h), half(0, h)}));
+  }
+};
+
+TEST(Selfcheck, WritesANodeThePatternBindsTwiceOnceAndSearchesItsAxisAndSizes) {
+  const auto r = fusekit::selfcheck::check<split_difference>(with_runtime("split_difference"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_EQ(r.to_table(),
+            "split-difference: ok; 6 of 6 instances fused, 4 of 4 alternatives covered; parity "
+            "with ONNX Runtime 6 of 6; 1 mutants: 1 refused and named\n");
+}
+
 // -a + -b as -(a + b), a + b as itself: both Negs or neither, which the pattern (two optional
 // Negs, which others may read too) cannot say and the guard does. The instances holding one Neg are
 // combinations of alternatives that each fused in another instance: counted, no failure.

@@ -386,6 +386,18 @@ struct view {
   bool settled = false;  // an op's predicate, or a replay, decided it
 };
 
+// Why a graph was refused, and the node the reason is about ("" where it names none).
+struct refusal {
+  std::string reason;
+  std::string node;
+};
+// The first node a guard's reason names ('Slice_5'): the check that failed is about it.
+inline std::string first_named(const std::string& reason) {
+  const std::size_t open = reason.find('\'');
+  const std::size_t close = open == std::string::npos ? open : reason.find('\'', open + 1);
+  return close == std::string::npos ? std::string() : reason.substr(open + 1, close - open - 1);
+}
+
 struct state {
   build::model_builder b;
   planner& plan;
@@ -393,6 +405,9 @@ struct state {
   dtype type;
   std::int64_t opset;
   std::map<std::string, build::value, std::less<>> bound;
+  // The nodes the pattern binds by name (.bind<"split">()), by index: a name bound twice is one
+  // node, each place reading the output its pattern names.
+  std::map<std::string, int, std::less<>> bound_nodes;
   std::vector<leaf_form> forms;  // of the free leaves, in order; missing ones: full
   std::size_t free_leaves = 0;
   int mutate = -1;  // the mutation site to break, -1: none
@@ -871,6 +886,8 @@ inline std::string_view view_of(std::string_view op, std::size_t slot, std::int6
   if (op == "Slice") return slot < std::size(slice) ? slice[slot] : "";
   if (slot != 1) return "";
   if (op == "Reshape" || op == "Expand" || op == "Tile") return op;
+  if (op == "Gather") return "Gather indices";
+  if (op == "Split") return opset >= 13 ? "Split split" : "";
   return (op == "Unsqueeze" || op == "Squeeze") && opset >= 13 ? op : "";
 }
 // Whether input `slot` of `op` is a view's shape, repeats, axes or bounds, read as an input at
@@ -896,7 +913,9 @@ inline constexpr bool states_code<pattern::pack<Ps...>> = (is_code<Ps> || ...);
 
 // What a view of dims `d` is tried with, likeliest first: a Reshape merges two or three adjacent
 // dims or splits one in two (into sizes the instance has first), an Expand broadcasts a 1 and a
-// Tile repeats an axis to one of them, an Unsqueeze inserts an axis, a Squeeze drops a 1.
+// Tile repeats an axis to one of them, an Unsqueeze inserts an axis, a Squeeze drops a 1, a Split
+// halves an axis, a Gather takes one of the first two of its axis, an axis attribute is any axis
+// from the last.
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> view_candidates(
     std::string_view op, const std::vector<std::int64_t>& d,
@@ -946,8 +965,14 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> view_candidates(
   } else if (op == "Squeeze") {
     for (std::size_t k = 0; k < r; ++k)
       if (d[k] == 1) add({std::int64_t(k)});
-  } else if (op == "Concat") {
+  } else if (op.ends_with(" axis")) {
     for (std::size_t k = 1; k <= r; ++k) add({-std::int64_t(k)});
+  } else if (op == "Split split") {
+    for (std::size_t k = r; k-- > 0;)
+      if (d[k] % 2 == 0) add({d[k] / 2, d[k] / 2});
+  } else if (op == "Gather indices") {
+    add({0});
+    add({1});
   } else if (op.starts_with("Slice") && r > 0 && d.back() % 2 == 0) {
     // A half of the last axis (rotate_half's, a pair's): [0, h) or [h, L) of axis -1, which a
     // Slice of three inputs (axis 0) does not name.
@@ -990,13 +1015,17 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> candidates_of(state
 }
 
 FUSEKIT_ENGINE_INLINE void hold(state& s, const view& v, const std::vector<std::int64_t>& values) {
-  if (v.op == "Concat") {
+  if (v.op.ends_with(" axis")) {
     for (onnx::AttributeProto& a : *s.b.proto().mutable_node(v.holder)->mutable_attribute())
       if (a.name() == "axis") a.set_i(values.at(0));
     return;
   }
+  // A Gather of a 0-d index drops the axis, as the patterns that take one element read it.
+  const std::vector<std::int64_t> dims =
+      v.op == "Gather indices" ? std::vector<std::int64_t>{}
+                               : std::vector<std::int64_t>{std::int64_t(values.size())};
   onnx::TensorProto& t = *s.b.proto().mutable_initializer(v.holder);
-  t = build::make_tensor(t.name(), dtype::int64, {std::int64_t(values.size())},
+  t = build::make_tensor(t.name(), dtype::int64, dims,
                          std::vector<double>(values.begin(), values.end()));
 }
 #else
@@ -1020,7 +1049,8 @@ inline void choose_view(state& s, view v) {
 }
 inline build::value open_view(state& s, std::string_view op, const build::value& data) {
   const view v{.op = std::string(op), .data = data.name, .holder = s.b.proto().initializer_size()};
-  const std::string_view part = op.starts_with("Slice ")               ? op.substr(6)
+  const std::size_t space = op.find(' ');
+  const std::string_view part = space != std::string_view::npos        ? op.substr(space + 1)
                                 : op == "Unsqueeze" || op == "Squeeze" ? "axes"
                                                                        : "shape";
   const build::value held = s.b.initializer(s.fresh(part), dtype::int64, {0}, {});
@@ -1028,28 +1058,160 @@ inline build::value open_view(state& s, std::string_view op, const build::value&
   return held;
 }
 
+// Which node reads a view's initializer (an axis view: the node that holds it).
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string reader_of(state& s, const view& v) {
+  const onnx::GraphProto& g = s.b.proto();
+  if (v.op.ends_with(" axis")) return g.node(v.holder).name();
+  const std::string& held = g.initializer(v.holder).name();
+  for (const onnx::NodeProto& n : g.node())
+    for (const std::string& in : n.input())
+      if (in == held) return n.name();
+  return {};
+}
+// The nodes `node` reads from (`down`: that read it), itself included, by name: what its check
+// can depend on, its own inputs or the walk from the root down to it.
+FUSEKIT_ENGINE_INLINE std::set<std::string> reach_of(state& s, const std::string& node, bool down) {
+  const onnx::GraphProto& g = s.b.proto();
+  std::multimap<std::string, const onnx::NodeProto*> next;  // by the value between them
+  for (const onnx::NodeProto& n : g.node())
+    for (const std::string& v : down ? n.input() : n.output()) next.emplace(v, &n);
+  std::set<std::string> seen;
+  std::vector<const onnx::NodeProto*> todo;
+  for (const onnx::NodeProto& n : g.node())
+    if (n.name() == node) todo.push_back(&n);
+  while (!todo.empty()) {
+    const onnx::NodeProto* n = todo.back();
+    todo.pop_back();
+    if (!seen.insert(n->name()).second) continue;
+    for (const std::string& v : down ? n->output() : n->input())
+      for (auto [at, end] = next.equal_range(v); at != end; ++at) todo.push_back(at->second);
+  }
+  return seen;
+}
+#else
+std::string reader_of(state& s, const view& v);
+std::set<std::string> reach_of(state& s, const std::string& node, bool down);
+#endif
+
 // The views from `first` on that nothing settled yet, tried together until `judge` accepts the
-// graph: the combinations of their candidates by the sum of the candidates' ranks, likeliest
-// first (repeat_kv's Unsqueeze, Expand and Reshape under the dynamo detour's two Reshapes need
-// the third, first, fifth and sixth), at most view_tries graphs; settled either way, where it
-// did not on their first candidates.
+// graph (it returns the refusal, nullopt where it accepts): the combinations of their candidates
+// by the sum of the candidates' ranks, likeliest first (repeat_kv's Unsqueeze, Expand and
+// Reshape under the dynamo detour's two Reshapes need the third, first, fifth and sixth), at most
+// view_tries graphs; then, from their first candidates, one view at a time where the refusal
+// points (repair_views); settled either way, where nothing was found on their first candidates.
 inline constexpr int view_tries = 256;
+
+// A dozen views at once (an interleaved rotation's pairs, their Squeeze and Unsqueeze axes, the
+// halves' bounds) are far past the ranks' sums: the refusal names the node whose check failed,
+// and only the views it reads (itself, then what is upstream of it) can mend it. Each candidate
+// of its views is tried alone and beside each of another of its own views' (a Slice's start and
+// end; its bounds, of the dims the Reshape above it makes; of a node without views, those above
+// it: an Unsqueeze's axis and the Reshape after it); a change is kept where the refusal
+// moves to another node, each combination judged once, until the graph is accepted, no change
+// moves it, or `budget` graphs are spent.
+template <class Judge>
+bool repair_views(state& s, const std::vector<std::size_t>& open, Judge& judge, int& budget) {
+  std::vector<std::vector<std::int64_t>> held(open.size());
+  for (std::size_t k = 0; k < open.size(); ++k) {
+    view& v = s.views[open[k]];
+    if (const auto candidates = candidates_of(s, v); !candidates.empty()) {
+      hold(s, v, candidates.front());
+      v.choice = 0;
+      held[k] = candidates.front();
+    }
+  }
+  if (budget-- <= 0) return false;
+  std::optional<refusal> why = judge();
+  // The combinations judged: the refusal may move back to a node, never to a graph tried before.
+  std::set<std::vector<std::vector<std::int64_t>>> seen{held};
+  while (why && budget > 0) {
+    // Its own views, then those upstream of it, then those below it (a walk the guard ends at a
+    // node passed through them); the others cannot mend its check.
+    const std::set<std::string> upstream = reach_of(s, why->node, false),
+                                downstream = reach_of(s, why->node, true);
+    std::vector<std::size_t> order, own;
+    for (const int rank : {0, 1, 2})
+      for (std::size_t k = 0; k < open.size(); ++k) {
+        const std::string reader = reader_of(s, s.views[open[k]]);
+        const int r = reader == why->node           ? 0
+                      : upstream.contains(reader)   ? 1
+                      : downstream.contains(reader) ? 2
+                                                    : 3;
+        if (r == rank) order.push_back(k);
+        if (rank == 0 && r == 0) own.push_back(k);
+      }
+    // A node of no views of its own (a Cos of angles a Reshape made) is mended by two above it.
+    if (own.empty())
+      for (const std::size_t k : order)
+        if (upstream.contains(reader_of(s, s.views[open[k]]))) own.push_back(k);
+    bool moved = false;
+    // Holds candidate c of view k; kept, with what it changed, where the refusal moved.
+    const auto move = [&](std::size_t k, std::size_t c, const std::vector<std::int64_t>& to) {
+      std::vector<std::vector<std::int64_t>> tried = held;
+      tried[k] = to;
+      if (!seen.insert(std::move(tried)).second) return false;
+      hold(s, s.views[open[k]], to);
+      --budget;
+      std::optional<refusal> next = judge();
+      if (next && next->node == why->node) return false;
+      s.views[open[k]].choice = int(c);
+      held[k] = to;
+      why = std::move(next);
+      return moved = true;
+    };
+    for (std::size_t i = 0; !moved && i < order.size() && budget > 0; ++i) {
+      const std::size_t k = order[i];
+      const auto candidates = candidates_of(s, s.views[open[k]]);
+      for (std::size_t c = 0; !moved && c < candidates.size() && budget > 0; ++c) {
+        if (candidates[c] == held[k] || move(k, c, candidates[c])) continue;
+        const std::vector<std::int64_t> was = held[k];
+        held[k] = candidates[c];
+        for (std::size_t j = 0; !moved && j < own.size() && budget > 0; ++j) {
+          if (own[j] == k) continue;
+          const auto theirs = candidates_of(s, s.views[open[own[j]]]);
+          for (std::size_t d = 0; !moved && d < theirs.size() && budget > 0; ++d)
+            if (theirs[d] != held[own[j]] && !move(own[j], d, theirs[d]))
+              hold(s, s.views[open[own[j]]], held[own[j]]);
+        }
+        if (moved) {
+          s.views[open[k]].choice = int(c);
+        } else {
+          held[k] = was;
+          hold(s, s.views[open[k]], was);
+        }
+      }
+      if (!moved && !candidates.empty()) hold(s, s.views[open[k]], held[k]);
+    }
+    if (!moved) return false;
+  }
+  return !why;
+}
+
 template <class Judge>
 bool settle_views(state& s, std::size_t first, Judge&& judge) {
   std::vector<std::size_t> open;
   for (std::size_t k = first; k < s.views.size(); ++k)
     if (!s.views[k].settled) open.push_back(k);
   if (open.empty()) return false;
-  const int given = s.view_graphs_left == nullptr
-                        ? view_tries
-                        : int(std::min<std::size_t>(view_tries, *s.view_graphs_left));
+  const auto left = [&] {
+    return s.view_graphs_left == nullptr
+               ? view_tries
+               : int(std::min<std::size_t>(view_tries, *s.view_graphs_left));
+  };
+  const auto spend = [&](int given, int budget) {
+    if (s.view_graphs_left != nullptr)
+      *s.view_graphs_left -=
+          std::min<std::size_t>(*s.view_graphs_left, std::size_t(given - std::max(budget, 0)));
+  };
+  const int given = left();
   int budget = given;
   bool reached = false;  // whether a combination of this sum exists
   const auto search = [&](const auto& self, std::size_t k, std::size_t rest) -> bool {
     if (k == open.size()) {
       if (rest != 0) return false;
       reached = true;
-      return budget-- > 0 && judge();
+      return budget-- > 0 && !judge();
     }
     view& v = s.views[open[k]];
     const auto candidates = candidates_of(s, v);
@@ -1067,9 +1229,13 @@ bool settle_views(state& s, std::size_t first, Judge&& judge) {
     found = search(search, 0, sum);
     if (!reached) break;
   }
-  if (s.view_graphs_left != nullptr)
-    *s.view_graphs_left -=
-        std::min<std::size_t>(*s.view_graphs_left, std::size_t(given - std::max(budget, 0)));
+  spend(given, budget);
+  if (!found) {
+    const int again = left();
+    budget = again;
+    found = repair_views(s, open, judge, budget);
+    spend(again, budget);
+  }
   for (const std::size_t k : open) {
     view& v = s.views[k];
     if (!found)
@@ -1138,10 +1304,41 @@ inline bool axes_as_input(std::string_view op, std::int64_t opset) {
   return opset >= (op == "ReduceSum" ? 13 : 18);
 }
 
+// The name an op's pattern binds its node to, "" where it binds none.
+template <class Pred>
+inline constexpr std::string_view node_bound_as{};
+template <pattern::fixed_string Name>
+inline constexpr std::string_view node_bound_as<pattern::bind_node<Name>> = Name.view();
+template <class Preds>
+inline constexpr std::string_view bound_name{};
+template <class... Ps>
+inline constexpr std::string_view bound_name<pattern::pack<Ps...>> = [] {
+  std::string_view name;
+  ((name = name.empty() ? node_bound_as<Ps> : name), ...);
+  return name;
+}();
+
+// Output `slot` of the node bound to `name` where one of that op is written already (a Split
+// whose two outputs two places read), with as many outputs as that takes.
+inline std::optional<build::value> bound_output(state& s, std::string_view name,
+                                                std::string_view op, std::string_view domain,
+                                                std::uint32_t slot) {
+  const auto at = s.bound_nodes.find(name);
+  if (at == s.bound_nodes.end()) return std::nullopt;
+  onnx::NodeProto& node = *s.b.proto().mutable_node(at->second);
+  if (node.op_type() != op || node.domain() != domain) return std::nullopt;
+  while (std::uint32_t(node.output_size()) <= slot)
+    node.add_output(node.name() + "_" + std::to_string(node.output_size()));
+  return build::value{node.output(int(slot))};
+}
+
 template <class Spec, class Inputs, class Preds, bool Commute>
 struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
   using P = pattern::op_pattern<Spec, Inputs, Preds, Commute>;
   static build::value make(const P& p, state& s, want w) {
+    if constexpr (!bound_name<Preds>.empty())
+      if (auto out = bound_output(s, bound_name<Preds>, Spec::name, Spec::domain, p.slot))
+        return *out;
     const bool root = s.depth++ == 0;
     const dtype outer = s.type;
     const std::size_t views_from = s.views.size();
@@ -1181,27 +1378,35 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     // Attributes ONNX requires and no predicate gave.
     if (Spec::name == "Cast" && !named("to"))
       parts.attrs.emplace_back("to", w.type == dtype::undefined ? outer : w.type);
-    const bool concat_axis_given = named("axis");
-    if (Spec::name == "Concat" && !concat_axis_given)
-      parts.attrs.emplace_back("axis", std::int64_t(-1));
-    const auto outs = s.b.ops(Spec::name, args, {},
-                              {.domain = std::string(Spec::domain), .outputs = int(p.slot) + 1});
-    auto& node = *s.b.proto().mutable_node(s.b.proto().node_size() - 1);
+    // An axis the pattern leaves to code is searched as a view's shape is: the sequence axis of a
+    // cache's Concat, the last of a pair's halves, the pair's axis a Split or Gather takes apart.
+    constexpr bool axis_searched =
+        Spec::name == "Concat" || Spec::name == "Split" || Spec::name == "Gather";
+    const bool axis_open = axis_searched && !named("axis");
+    if (axis_open) parts.attrs.emplace_back("axis", std::int64_t(-1));
+    // A Split of one output is none: two at least.
+    const int outputs = int(p.slot) + 1 + (Spec::name == "Split" && p.slot == 0);
+    const auto outs =
+        s.b.ops(Spec::name, args, {}, {.domain = std::string(Spec::domain), .outputs = outputs});
+    const int index = s.b.proto().node_size() - 1;
+    auto& node = *s.b.proto().mutable_node(index);
     for (const build::attr& a : parts.attrs) *node.add_attribute() = a.proto;
-    // A Concat's axis the pattern leaves to code is searched as a view's shape is: the sequence
-    // axis of a cache, the last of a pair's halves.
-    if (Spec::name == "Concat" && !concat_axis_given && !args.empty())
+    if constexpr (!bound_name<Preds>.empty()) s.bound_nodes.emplace(bound_name<Preds>, index);
+    if (axis_open && !args.empty())
       choose_view(
-          s, {.op = "Concat", .data = args.front().name, .holder = s.b.proto().node_size() - 1});
+          s, {.op = std::string(Spec::name) + " axis", .data = args.front().name, .holder = index});
     // An op whose predicate is code settles the views below it: its own pattern is their judge
     // (the root's is the rule, in build()).
     if constexpr (states_code<Preds>)
       if (!root)
-        settle_views(s, views_from, [&] {
+        settle_views(s, views_from, [&]() -> std::optional<refusal> {
           const onnx::ModelProto m = s.b.build();
           const graph g(m);
           const auto id = g.find_value(outs[p.slot].name);
-          return id && bool(pattern::match(p, g, g.producer(*id)));
+          pattern::explanation why;
+          if (id && pattern::match(p, g, g.producer(*id), &why)) return std::nullopt;
+          return refusal{why.message, why.failing_node == no_id ? first_named(why.message)
+                                                                : g.node(why.failing_node).name()};
         });
     s.type = outer;
     --s.depth;
@@ -1226,15 +1431,27 @@ struct built {
   std::vector<int> views;  // each open view's candidate
 };
 
-// Whether the rule's pattern matches at `root`'s producer and its guard accepts.
+// Why the rule's pattern does not match at `root`'s producer or its guard refuses; nullopt where
+// it accepts.
+template <class R>
+std::optional<refusal> refused(const onnx::ModelProto& model, const std::string& root,
+                               const rewrite::options_of<R>& own) {
+  const graph g(model);
+  const node_id at = g.producer(*g.find_value(root));
+  if (at == no_id) return refusal{"no node gives the root", ""};
+  pattern::explanation why;
+  const auto m = pattern::match(R::pattern, g, at, &why);
+  if (!m)
+    return refusal{why.message, why.failing_node == no_id ? first_named(why.message)
+                                                          : g.node(why.failing_node).name()};
+  if (rewrite::verdict v = rewrite::guard_of<R>(g, m, own); !v)
+    return refusal{v.reason, first_named(v.reason)};
+  return std::nullopt;
+}
 template <class R>
 bool accepted(const onnx::ModelProto& model, const std::string& root,
               const rewrite::options_of<R>& own) {
-  const graph g(model);
-  const node_id at = g.producer(*g.find_value(root));
-  if (at == no_id) return false;
-  const auto m = pattern::match(R::pattern, g, at);
-  return m && bool(rewrite::guard_of<R>(g, m, own));
+  return !refused<R>(model, root, own);
 }
 
 // The value of the capture `name` written from its source in `all`, if it has one.
@@ -1278,7 +1495,7 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
       m.mutable_graph()->add_output()->set_name(root.name);
       for (const build::value& v : s.extra_outputs)
         m.mutable_graph()->add_output()->set_name(v.name);
-      return accepted<R>(m, root.name, own);
+      return refused<R>(m, root.name, own);
     });
   built out;
   for (const view& v : s.views) out.views.push_back(v.choice);
