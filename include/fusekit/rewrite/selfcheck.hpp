@@ -1107,9 +1107,9 @@ inline constexpr int view_tries = 256;
 // and only the views it reads (itself, then what is upstream of it) can mend it. Each candidate
 // of its views is tried alone and beside each of another of its own views' (a Slice's start and
 // end; its bounds, of the dims the Reshape above it makes; of a node without views, those above
-// it: an Unsqueeze's axis and the Reshape after it); a change is kept where the refusal
-// moves to another node, each combination judged once, until the graph is accepted, no change
-// moves it, or `budget` graphs are spent.
+// it: an Unsqueeze's axis and the Reshape after it); a change is kept where the refusal moves to
+// a node it never named (one it named again is a check the change broke anew), until the graph
+// is accepted, no change moves it, or `budget` graphs are spent.
 template <class Judge>
 bool repair_views(state& s, const std::vector<std::size_t>& open, Judge& judge, int& budget) {
   std::vector<std::vector<std::int64_t>> held(open.size());
@@ -1123,9 +1123,9 @@ bool repair_views(state& s, const std::vector<std::size_t>& open, Judge& judge, 
   }
   if (budget-- <= 0) return false;
   std::optional<refusal> why = judge();
-  // The combinations judged: the refusal may move back to a node, never to a graph tried before.
-  std::set<std::vector<std::vector<std::int64_t>>> seen{held};
+  std::set<std::string> blamed;
   while (why && budget > 0) {
+    blamed.insert(why->node);
     // Its own views, then those upstream of it, then those below it (a walk the guard ends at a
     // node passed through them); the others cannot mend its check.
     const std::set<std::string> upstream = reach_of(s, why->node, false),
@@ -1148,13 +1148,10 @@ bool repair_views(state& s, const std::vector<std::size_t>& open, Judge& judge, 
     bool moved = false;
     // Holds candidate c of view k; kept, with what it changed, where the refusal moved.
     const auto move = [&](std::size_t k, std::size_t c, const std::vector<std::int64_t>& to) {
-      std::vector<std::vector<std::int64_t>> tried = held;
-      tried[k] = to;
-      if (!seen.insert(std::move(tried)).second) return false;
       hold(s, s.views[open[k]], to);
       --budget;
       std::optional<refusal> next = judge();
-      if (next && next->node == why->node) return false;
+      if (next && blamed.contains(next->node)) return false;
       s.views[open[k]].choice = int(c);
       held[k] = to;
       why = std::move(next);
