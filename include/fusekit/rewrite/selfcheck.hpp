@@ -890,11 +890,6 @@ inline std::string_view view_of(std::string_view op, std::size_t slot, std::int6
   if (op == "Split") return opset >= 13 ? "Split split" : "";
   return (op == "Unsqueeze" || op == "Squeeze") && opset >= 13 ? op : "";
 }
-// Whether input `slot` of `op` is a view's shape, repeats, axes or bounds, read as an input at
-// `opset`.
-inline bool view_slot(std::string_view op, std::size_t slot, std::int64_t opset) {
-  return !view_of(op, slot, opset).empty();
-}
 template <class T>
 inline constexpr bool is_open = false;
 template <>
@@ -1253,8 +1248,9 @@ void inputs(const Inputs& in, state& s, want w, std::vector<build::value>& out, 
   if constexpr (!std::is_same_v<Inputs, pattern::pack<>>) {
     using head = std::remove_cvref_t<decltype(in.head)>;
     if ((is_leaf<head> || is_open<head>) == leaves) {
-      if (is_open<head> && view_slot(Spec::name, Slot, s.opset) && !out.front().name.empty()) {
-        out[Slot] = open_view(s, view_of(Spec::name, Slot, s.opset), out.front());
+      if (const std::string_view view = view_of(Spec::name, Slot, s.opset);
+          is_open<head> && !view.empty() && !out.front().name.empty()) {
+        out[Slot] = open_view(s, view, out.front());
       } else {
         want slot = w;
         if (!follows_output_type(Spec::name, Spec::domain, s.opset, Slot))

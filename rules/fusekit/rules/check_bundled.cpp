@@ -66,7 +66,7 @@ std::span<const checked> library() {
       rule<gelu_tanh>(true, true),
       rule<rotary_embedding>(true, true, rotary_shape),
       rule<rotary_embedding_interleaved>(true, true, rotary_shape),
-      rule<partial_rotary_embedding>(true, true),
+      rule<partial_rotary_embedding>(true, true, rotary_shape),
       rule<skip_layer_normalization>(false, true),
       rule<skip_rms_normalization>(false, true),
       rule<bias_gelu>(false, true),
