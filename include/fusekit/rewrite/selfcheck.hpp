@@ -1093,8 +1093,9 @@ std::set<std::string> reach_of(state& s, const std::string& node, bool down);
 // graph (it returns the refusal, nullopt where it accepts): the combinations of their candidates
 // by the sum of the candidates' ranks, likeliest first (repeat_kv's Unsqueeze, Expand and
 // Reshape under the dynamo detour's two Reshapes need the third, first, fifth and sixth), at most
-// view_tries graphs; then, from their first candidates, one view at a time where the refusal
-// points (repair_views); settled either way, where nothing was found on their first candidates.
+// view_tries graphs, for a dozen views at most; then, from their first candidates, one view at a
+// time where the refusal points (repair_views); settled either way, where nothing was found on
+// their first candidates.
 inline constexpr int view_tries = 256;
 
 // A dozen views at once (an interleaved rotation's pairs, their Squeeze and Unsqueeze axes, the
@@ -1215,8 +1216,10 @@ bool settle_views(state& s, std::size_t first, Judge&& judge) {
     }
     return false;
   };
+  // Past a dozen views the sums reach two changed views at most within view_tries (364
+  // combinations of 12 sum to 3): the repair reaches farther, for fewer graphs.
   bool found = false;
-  for (std::size_t sum = 0; !found && budget > 0; ++sum) {
+  for (std::size_t sum = 0; !found && budget > 0 && open.size() <= 12; ++sum) {
     reached = false;
     found = search(search, 0, sum);
     if (!reached) break;
