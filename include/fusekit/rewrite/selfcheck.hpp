@@ -1072,15 +1072,15 @@ FUSEKIT_ENGINE_INLINE std::set<std::string> reach_of(state& s, const std::string
   for (const onnx::NodeProto& n : g.node())
     for (const std::string& v : down ? n.input() : n.output()) next.emplace(v, &n);
   std::set<std::string> seen;
-  std::vector<const onnx::NodeProto*> todo;
+  std::vector<const onnx::NodeProto*> frontier;
   for (const onnx::NodeProto& n : g.node())
-    if (n.name() == node) todo.push_back(&n);
-  while (!todo.empty()) {
-    const onnx::NodeProto* n = todo.back();
-    todo.pop_back();
+    if (n.name() == node) frontier.push_back(&n);
+  while (!frontier.empty()) {
+    const onnx::NodeProto* n = frontier.back();
+    frontier.pop_back();
     if (!seen.insert(n->name()).second) continue;
     for (const std::string& v : down ? n->output() : n->input())
-      for (auto [at, end] = next.equal_range(v); at != end; ++at) todo.push_back(at->second);
+      for (auto [at, end] = next.equal_range(v); at != end; ++at) frontier.push_back(at->second);
   }
   return seen;
 }
@@ -1119,6 +1119,9 @@ bool repair_views(state& s, const std::vector<std::size_t>& open, Judge& judge, 
   }
   if (budget-- <= 0) return false;
   std::optional<refusal> why = judge();
+  // The graph's nodes stay as they are while views change: who reads each view, once.
+  std::vector<std::string> readers;
+  for (const std::size_t k : open) readers.push_back(reader_of(s, s.views[k]));
   std::set<std::string> blamed;
   while (why && budget > 0) {
     blamed.insert(why->node);
@@ -1129,7 +1132,7 @@ bool repair_views(state& s, const std::vector<std::size_t>& open, Judge& judge, 
     std::vector<std::size_t> order, own;
     for (const int rank : {0, 1, 2})
       for (std::size_t k = 0; k < open.size(); ++k) {
-        const std::string reader = reader_of(s, s.views[open[k]]);
+        const std::string& reader = readers[k];
         const int r = reader == why->node           ? 0
                       : upstream.contains(reader)   ? 1
                       : downstream.contains(reader) ? 2
@@ -1140,7 +1143,7 @@ bool repair_views(state& s, const std::vector<std::size_t>& open, Judge& judge, 
     // A node of no views of its own (a Cos of angles a Reshape made) is mended by two above it.
     if (own.empty())
       for (const std::size_t k : order)
-        if (upstream.contains(reader_of(s, s.views[open[k]]))) own.push_back(k);
+        if (upstream.contains(readers[k])) own.push_back(k);
     bool moved = false;
     // Holds candidate c of view k; kept, with what it changed, where the refusal moved.
     const auto move = [&](std::size_t k, std::size_t c, const std::vector<std::int64_t>& to) {
