@@ -452,6 +452,86 @@ TEST(Selfcheck, CountsACombinationTheGuardRefusesAsNoFailure) {
             "mutants: 0 refused and named\n");
 }
 
+// −x[rows] as the rows of −x: a Gather reads its indices of either integer type, so the check
+// cannot tell which to write, nor that each must be in x's axis. The rule writes them itself.
+// The axis is open: the instances search it, and the emit must keep it.
+struct negated_rows_unsourced {
+  static constexpr std::string_view name = "negated-rows";
+  static constexpr auto pattern =
+      op<"Gather">(op<"Neg">(capture<"x">), capture<"rows">).bind<"gather">();
+  static void emit(const fusekit::graph& g, const auto& m, fusekit::rewrite::emitter& e) {
+    const std::int64_t axis = g.attribute_int(get<"gather">(m), "axis").value_or(0);
+    e.replace_root(e.op("Neg", {e.op("Gather", {e.value(get<"x">(m)), e.value(get<"rows">(m))},
+                                     {{"axis", axis}})}));
+  }
+};
+struct written_rows {
+  // The parity run feeds an integer input 0s and 1s: in any axis of two or more.
+  static auto write(auto& w) { return w.input(dtype::int64, {w.dim("x", 0)}); }
+};
+struct negated_rows : negated_rows_unsourced {
+  static constexpr auto sources = fusekit::pattern::sources(source<"rows">(written<written_rows>));
+};
+struct written_from_nothing {
+  static auto write(auto& w) { return w.input(dtype::int64, {w.dim("y", 0)}); }
+};
+struct negated_rows_misread : negated_rows_unsourced {
+  static constexpr auto sources =
+      fusekit::pattern::sources(source<"rows">(written<written_from_nothing>));
+};
+
+TEST(Selfcheck, WritesAValueNoSchemaSaysAsTheRuleWritesIt) {
+  const auto r = fusekit::selfcheck::check<negated_rows>(with_runtime("negated_rows"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_EQ(r.to_table(),
+            "negated-rows: ok; 6 of 6 instances fused, 4 of 4 alternatives covered; parity with "
+            "ONNX Runtime 6 of 6; 1 mutants: 1 refused and named\n");
+  // Written as a float (the check's own type where an input admits several): no model ONNX
+  // Runtime loads.
+  const auto bare =
+      fusekit::selfcheck::check<negated_rows_unsourced>(with_runtime("negated_rows_unsourced"));
+  EXPECT_FALSE(bare.ok());
+  EXPECT_TRUE(bare.instances.at(0).parity.starts_with(
+      "not run: ONNX Runtime cannot run the original: [ONNXRuntimeError] : 10 : INVALID_GRAPH"))
+      << bare.instances.at(0).parity;
+  // A dim of a capture the pattern holds nowhere: an error naming it, no graph.
+  try {
+    fusekit::selfcheck::check<negated_rows_misread>({});
+    ADD_FAILURE() << "a written source read a capture never written";
+  } catch (const fusekit::error& e) {
+    EXPECT_STREQ(e.what(),
+                 "selfcheck: a written source reads dim 0 of 'y', which is not written before it");
+  }
+}
+
+// GELU of either domain as ONNX Runtime's: ai.onnx's came in opset 20, so the instances of 17
+// that hold it are no model. Not judged, they are combinations of alternatives that fused apart.
+struct either_gelu {
+  static constexpr std::string_view name = "either-gelu";
+  static constexpr auto pattern = any_of(op<"Gelu", "com.microsoft">(capture<"x">),
+                                         op<"Gelu">(capture<"x">).attr<"approximate">("none"));
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.op("Gelu", {e.value(get<"x">(m))}, {}, "com.microsoft"));
+  }
+};
+
+TEST(Selfcheck, JudgesNoInstanceHoldingAnOpItsOpsetLacks) {
+  fusekit::selfcheck::options o = with_runtime("either_gelu");
+  o.opsets = {17, 20};
+  const auto r = fusekit::selfcheck::check<either_gelu>(o);
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_EQ(r.to_table(),
+            "either-gelu: ok; 8 of 10 instances fused, 6 of 6 alternatives covered (2 refused "
+            "combining alternatives that fused apart); parity with ONNX Runtime 8 of 8; 1 mutants: "
+            "1 refused and named\n");
+  std::size_t no_model = 0;
+  for (const auto& i : r.instances)
+    no_model += i.reason ==
+                "the instance holds Gelu, which came in ai.onnx opset 20, and imports 17: no "
+                "model, not judged";
+  EXPECT_EQ(no_model, 2u);
+}
+
 TEST(Selfcheck, TellsTheFirstFailuresAndCountsTheRest) {
   // A pattern of thousands of alternatives that fails at one view fails at most of them: the
   // table names the first, then how many more there are.

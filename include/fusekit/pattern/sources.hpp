@@ -10,6 +10,17 @@
 // input, which no guard can see past, would otherwise leave such a rule unchecked). A source's
 // own choices (any_of, optional …) are alternatives to cover like the pattern's; its predicates
 // are not mutated, since what refuses a graph without them is the guard, in its own words.
+//
+// Where no pattern can say what a value is, the rule writes it: `written<W>` calls
+// `W::write(w)` with selfcheck's writer, which gives the instance's float type, the dims of a
+// capture already written and the means to write a graph input or an initializer. The check
+// takes a leaf's type from its op's schema, where that admits one, but no schema gives dims that
+// follow another value's (a RotaryEmbedding's positions and caches, whose dims follow x's):
+//
+//   struct positions {
+//     static auto write(auto& w) { return w.input(dtype::int64, {w.dim("x", 0), w.dim("x", 2)}); }
+//   };
+//   static constexpr auto sources = pattern::sources(source<"positions">(written<positions>));
 #pragma once
 
 #include <string_view>
@@ -34,6 +45,11 @@ struct source_factory {
 };
 template <fixed_string Name>
 inline constexpr source_factory<Name> source{};
+
+template <class W>
+struct written_t {};
+template <class W>
+inline constexpr written_t<W> written{};
 
 template <class... S>
 struct sources_t {

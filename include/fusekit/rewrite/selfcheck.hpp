@@ -61,6 +61,7 @@
 #include <onnx/defs/schema.h>
 
 #include "fusekit/engine.hpp"
+#include "fusekit/graph/contributed_op_schemas.hpp"
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/model_builder.hpp"
@@ -504,6 +505,30 @@ FUSEKIT_ENGINE_INLINE build::value state::leaf(std::string_view name, want w) {
 }
 #endif
 
+// What a written source (pattern/sources.hpp) writes with: the value it stands for, of the type
+// its reader wants (the instance's float type where the reader admits several).
+class writer {
+ public:
+  writer(state& s, want w) : s_(s), w_(w) {}
+  dtype type() const { return w_.type == dtype::undefined ? s_.type : w_.type; }
+  // Dim `axis` (negative: from the last) of a capture already written, as the facts prove it;
+  // an error where it is not written yet or not a number.
+  std::int64_t dim(std::string_view capture, int axis) const;
+  // A graph input: the parity run feeds a float one normal samples, an integer one 0s and 1s.
+  build::value input(dtype t, std::vector<std::int64_t> dims) {
+    return s_.b.input(s_.fresh("written"), t,
+                      std::vector<build::dim_spec>(dims.begin(), dims.end()));
+  }
+  build::value initializer(dtype t, std::vector<std::int64_t> dims,
+                           const std::vector<double>& values) {
+    return s_.b.initializer(s_.fresh("written"), t, std::move(dims), values);
+  }
+
+ private:
+  state& s_;
+  want w_;
+};
+
 template <class P>
 struct gen;
 
@@ -547,6 +572,14 @@ struct gen<pattern::any_t> {
     if (!s.naming.empty() && s.naming.back().second == s.depth)
       if (const auto v = s.sourced(s.naming.back().first, w)) return *v;
     return s.leaf("any", w);
+  }
+};
+
+template <class W>
+struct gen<pattern::written_t<W>> {
+  static build::value make(const pattern::written_t<W>&, state& s, want w) {
+    writer out(s, w);
+    return W::write(out);
   }
 };
 
@@ -839,12 +872,13 @@ void predicates(const Preds& preds, state& s, node_parts& parts) {
   }
 }
 
-// The one element type an op's input admits where its schema allows only one (a Where's
-// condition is bool, a Reshape's shape int64); undefined where it allows several, or is unknown.
+// The one element type an op's input admits where its schema (onnx's, or ONNX Runtime's for a
+// contributed op) allows only one (a Where's condition is bool, a Reshape's shape int64, a
+// RotaryEmbedding's positions int64); undefined where it allows several, or is unknown.
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE dtype only_type(std::string_view op, std::string_view domain,
                                       std::int64_t opset, std::size_t slot) {
-  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
+  const onnx::OpSchema* schema = schemas().GetSchema(
       std::string(op), int(opset), domain.empty() ? onnx::ONNX_DOMAIN : std::string(domain));
   if (schema == nullptr || schema->inputs().empty()) return dtype::undefined;
   const auto& formal = schema->inputs()[std::min(slot, schema->inputs().size() - 1)];
@@ -860,12 +894,37 @@ FUSEKIT_ENGINE_INLINE dtype only_type(std::string_view op, std::string_view doma
 dtype only_type(std::string_view op, std::string_view domain, std::int64_t opset, std::size_t slot);
 #endif
 
+// Why a written graph is no model: an ai.onnx op it holds came after the opset it imports (a
+// pattern's branch of an opset-23 op, written into an instance of 17). "" where none did.
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string too_new_op(const onnx::ModelProto& m) {
+  int opset = 0;
+  for (const onnx::OperatorSetIdProto& o : m.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = int(o.version());
+  for (const onnx::NodeProto& n : m.graph().node()) {
+    if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+    if (onnx::OpSchemaRegistry::Schema(n.op_type(), opset, onnx::ONNX_DOMAIN)) continue;
+    const onnx::OpSchema* latest = onnx::OpSchemaRegistry::Schema(
+        n.op_type(), std::numeric_limits<int>::max(), onnx::ONNX_DOMAIN);
+    if (latest == nullptr) continue;
+    int first = opset + 1;
+    while (!onnx::OpSchemaRegistry::Schema(n.op_type(), first, onnx::ONNX_DOMAIN)) ++first;
+    return "the instance holds " + n.op_type() + ", which came in ai.onnx opset " +
+           std::to_string(first) + ", and imports " + std::to_string(opset) +
+           ": no model, not judged";
+  }
+  return "";
+}
+#else
+std::string too_new_op(const onnx::ModelProto& m);
+#endif
+
 // Whether input `slot` of `op` is written of the type its output has: not a Where's condition,
-// not what IsNaN or a comparison reads. Unknown schemas (contributed ops): yes.
+// not what IsNaN or a comparison reads. Unknown schemas: yes.
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE bool follows_output_type(std::string_view op, std::string_view domain,
                                                std::int64_t opset, std::size_t slot) {
-  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(
+  const onnx::OpSchema* schema = schemas().GetSchema(
       std::string(op), int(opset), domain.empty() ? onnx::ONNX_DOMAIN : std::string(domain));
   if (schema == nullptr || schema->inputs().empty() || schema->outputs().empty()) return true;
   const auto& formal = schema->inputs()[std::min(slot, schema->inputs().size() - 1)];
@@ -1007,6 +1066,21 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> candidates_of(state
   const onnx::ModelProto m = s.b.build();
   const auto dims = static_dims(graph(m), v.data);
   return dims ? view_candidates(v.op, *dims, s.o.shape) : std::vector<std::vector<std::int64_t>>{};
+}
+
+FUSEKIT_ENGINE_INLINE std::int64_t writer::dim(std::string_view capture, int axis) const {
+  const auto bound = s_.bound.find(capture);
+  const onnx::ModelProto m = s_.b.build();
+  const auto dims =
+      bound == s_.bound.end() ? std::nullopt : static_dims(graph(m), bound->second.name);
+  const std::int64_t rank = dims ? std::int64_t(dims->size()) : 0;
+  const std::int64_t at = axis < 0 ? rank + axis : axis;
+  if (at < 0 || at >= rank)
+    throw error("selfcheck: a written source reads dim " + std::to_string(axis) + " of '" +
+                std::string(capture) + "', " +
+                (bound == s_.bound.end() ? std::string("which is not written before it")
+                                         : "which has no such dim proven a number"));
+  return (*dims)[std::size_t(at)];
 }
 
 FUSEKIT_ENGINE_INLINE void hold(state& s, const view& v, const std::vector<std::int64_t>& values) {
@@ -1721,9 +1795,11 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const std::vector<int> sequence = b.sequence;
     const std::string choices = b.choices;
     std::vector<detail::leaf_form> winner;
-    bool found = detail::accepted<R>(b.model, b.root, own);
+    // Its choices' combination may write an op its opset does not have: no model to judge.
+    const std::string no_model = detail::too_new_op(b.model);
+    bool found = no_model.empty() && detail::accepted<R>(b.model, b.root, own);
     const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
-    for (std::size_t k = 1; !found && k < searches.size(); ++k) {
+    for (std::size_t k = 1; !found && no_model.empty() && k < searches.size(); ++k) {
       plan.begin(planner::mode::replay, sequence);
       detail::built next = detail::build<R>(plan, o, own, searches[k], -1, {}, &view_graphs_left);
       if (detail::accepted<R>(next.model, next.root, own)) {
@@ -1734,6 +1810,13 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     }
     instance i;
     i.choices = choices;
+    if (!no_model.empty()) {
+      i.reason = no_model;
+      plan.refused(i.reason);
+      out.instances.push_back(std::move(i));
+      held.push_back(plan.taken());
+      return;
+    }
     onnx::ModelProto fused = b.model;
     const rewrite::report r = detail::run<R>(fused, own);
     i.fused = !r.fusions.empty();

@@ -27,6 +27,9 @@ struct checked {
   bool layer_types;   // the layer ops' element types (layer_ops.hpp), which the provider decides
   // Its leaves' shape where the options' own is not one its ops take (empty: the options').
   std::vector<std::int64_t> shape{};
+  // The opset its pattern's newest ai.onnx op came in, which its instances import too (0: none
+  // beyond the options').
+  std::int64_t newest_op = 0;
 };
 
 template <class R>
@@ -42,8 +45,9 @@ selfcheck::result with_target(const selfcheck::options& o, target to, provider o
 }
 
 template <class R>
-checked rule(bool both_targets, bool layer_types, std::vector<std::int64_t> shape = {}) {
-  return {R::name, &with_target<R>, both_targets, layer_types, std::move(shape)};
+checked rule(bool both_targets, bool layer_types, std::vector<std::int64_t> shape = {},
+             std::int64_t newest_op = 0) {
+  return {R::name, &with_target<R>, both_targets, layer_types, std::move(shape), newest_op};
 }
 
 // q, k and v as attention reads them: [batch, heads, sequence, head size], each a size of its own,
@@ -66,7 +70,7 @@ std::span<const checked> library() {
       rule<gelu_tanh>(true, true),
       rule<rotary_embedding>(true, true, rotary_shape),
       rule<rotary_embedding_interleaved>(true, true, rotary_shape),
-      rule<partial_rotary_embedding>(true, true, rotary_shape),
+      rule<partial_rotary_embedding>(true, true, rotary_shape, 23),
       rule<skip_layer_normalization>(false, true),
       rule<skip_rms_normalization>(false, true),
       rule<bias_gelu>(false, true),
@@ -103,6 +107,9 @@ std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
       // Target onnx writes ops of opsets up to 23 (Attention, RMSNormalization): its instances
       // import 23, where every op it emits exists.
       if (to == target::onnx) here.opsets = {23};
+      if (c.newest_op != 0 &&
+          std::find(here.opsets.begin(), here.opsets.end(), c.newest_op) == here.opsets.end())
+        here.opsets.push_back(c.newest_op);
       if (!o.write_to.empty())
         here.write_to =
             o.write_to / (std::string(c.name) + "-" + target_name + (cuda ? "-cuda" : ""));

@@ -571,19 +571,47 @@ using rotary_embedding_interleaved = fused_rotary_embedding<rotary_form::interle
 //   x ── RotaryEmbedding(rotary_embedding_dim r, num_heads) ── y   (the op's own cache and
 //                                                                     positions, either domain)
 namespace rotary_forms {
-inline constexpr auto rotated_part = sliced(x).bind<"rotated_part">();
+inline constexpr auto rotated_part = capture<"part">(sliced(x).bind<"rotated_part">());
+// ONNX Runtime's op reads a cache row per position; ai.onnx's too, or without positions a cache
+// per (batch row, position).
 inline constexpr auto partial =
     op<"Concat">(
-        any_of(op<"RotaryEmbedding", "com.microsoft">(rotated_part, any(), any(), any())
+        any_of(op<"RotaryEmbedding", "com.microsoft">(rotated_part, capture<"positions">,
+                                                      capture<"cos_cache">, capture<"sin_cache">)
                    .bind<"rotation">(),
-               op<"RotaryEmbedding">(rotated_part, any(), any(), maybe(any())).bind<"rotation">()),
+               op<"RotaryEmbedding">(rotated_part, capture<"cos_cache">, capture<"sin_cache">,
+                                     capture<"positions">)
+                   .bind<"rotation">(),
+               op<"RotaryEmbedding">(rotated_part, capture<"cos_rows">, capture<"sin_rows">)
+                   .bind<"rotation">()),
         sliced(x).bind<"passed">())
         .attr<"axis">(last_axis);
+
+// The op's inputs as ONNX Runtime runs them, which no schema the check reads says (pattern/
+// sources.hpp): positions (batch, sequence), each below the caches' rows, which are the
+// positions (or each (batch row, position)) with one angle per rotated pair.
+struct written_positions {
+  static auto write(auto& w) { return w.input(dtype::int64, {w.dim("x", 0), w.dim("x", 2)}); }
+};
+template <bool PerRow>
+struct written_cache {
+  static auto write(auto& w) {
+    const std::int64_t pairs = w.dim("part", -1) / 2;
+    if constexpr (PerRow) return w.input(w.type(), {w.dim("x", 0), w.dim("x", 2), pairs});
+    return w.input(w.type(), {w.dim("x", 2), pairs});
+  }
+};
+inline constexpr auto partial_sources = sources(source<"positions">(written<written_positions>),
+                                                source<"cos_cache">(written<written_cache<false>>),
+                                                source<"sin_cache">(written<written_cache<false>>),
+                                                source<"cos_rows">(written<written_cache<true>>),
+                                                source<"sin_rows">(written<written_cache<true>>));
 }  // namespace rotary_forms
 
 struct partial_rotary_embedding {
   static constexpr std::string_view name = "partial-rotary-embedding";
   static constexpr auto pattern = rotary_forms::partial;
+  static constexpr auto sources = rotary_forms::partial_sources;
 
   // A Concat is a partial rotation's only where it joins along the last axis (a decode step's
   // cache joins rotated keys along the sequence) and a RotaryEmbedding gives one of its inputs.
