@@ -872,14 +872,20 @@ void predicates(const Preds& preds, state& s, node_parts& parts) {
   }
 }
 
+// An op's schema at an opset: onnx's, or ONNX Runtime's for a contributed op; null if neither.
+inline const onnx::OpSchema* schema_of(std::string_view op, std::string_view domain,
+                                       std::int64_t opset) {
+  return schemas().GetSchema(std::string(op), int(opset),
+                             domain.empty() ? onnx::ONNX_DOMAIN : std::string(domain));
+}
+
 // The one element type an op's input admits where its schema (onnx's, or ONNX Runtime's for a
 // contributed op) allows only one (a Where's condition is bool, a Reshape's shape int64, a
 // RotaryEmbedding's positions int64); undefined where it allows several, or is unknown.
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE dtype only_type(std::string_view op, std::string_view domain,
                                       std::int64_t opset, std::size_t slot) {
-  const onnx::OpSchema* schema = schemas().GetSchema(
-      std::string(op), int(opset), domain.empty() ? onnx::ONNX_DOMAIN : std::string(domain));
+  const onnx::OpSchema* schema = schema_of(op, domain, opset);
   if (schema == nullptr || schema->inputs().empty()) return dtype::undefined;
   const auto& formal = schema->inputs()[std::min(slot, schema->inputs().size() - 1)];
   std::vector<std::string> allowed{formal.GetTypeStr()};
@@ -924,8 +930,7 @@ std::string too_new_op(const onnx::ModelProto& m);
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE bool follows_output_type(std::string_view op, std::string_view domain,
                                                std::int64_t opset, std::size_t slot) {
-  const onnx::OpSchema* schema = schemas().GetSchema(
-      std::string(op), int(opset), domain.empty() ? onnx::ONNX_DOMAIN : std::string(domain));
+  const onnx::OpSchema* schema = schema_of(op, domain, opset);
   if (schema == nullptr || schema->inputs().empty() || schema->outputs().empty()) return true;
   const auto& formal = schema->inputs()[std::min(slot, schema->inputs().size() - 1)];
   return formal.GetTypeStr() == schema->outputs()[0].GetTypeStr();
