@@ -204,7 +204,8 @@ def path_of(fixture: dict) -> pathlib.Path:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         converted = convert(onnx.load(str(source)), fixture["form"])
-        partial = path.with_suffix(".partial")
+        # Two test processes may convert the same file at once: each writes a file of its own.
+        partial = path.with_suffix(f".{os.getpid()}.partial")
         onnx.save(converted, str(partial))
         partial.replace(path)
     return path
