@@ -88,6 +88,25 @@ TEST(Selfcheck, TellsApartChoicesThatShareAnAddress) {
   EXPECT_EQ(r.alternatives, 8u);
 }
 
+// Relu(Relu(x)) is Relu(x). The Cast x may come through is written once and used below both
+// branches: two objects of the pattern, and one choice to cover.
+inline constexpr auto x_maybe_cast = through_casts(capture<"x">);
+struct relu_once {
+  static constexpr std::string_view name = "relu-once";
+  static constexpr auto pattern =
+      any_of(op<"Relu">(op<"Relu">(x_maybe_cast)), op<"Relu">(x_maybe_cast));
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.op("Relu", {e.value(get<"x">(m))}));
+  }
+};
+
+TEST(Selfcheck, CoversAChoiceWrittenOnceAndUsedTwiceOnce) {
+  const auto r = fusekit::selfcheck::check<relu_once>(with_runtime("relu_once"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  // two branches, the Cast absent or present, two float types, two opsets
+  EXPECT_EQ(r.alternatives, 8u);
+}
+
 // The same pattern fused into GELU: another function, which only ONNX Runtime tells apart.
 struct silu_as_gelu : silu {
   static constexpr std::string_view name = "silu-as-gelu";

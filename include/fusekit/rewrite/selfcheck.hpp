@@ -199,11 +199,19 @@ struct point {
   std::string label;
 };
 
-// A choice point: a pattern node, by address and type. The address alone is not one: a pattern
-// shares its address with its first member (optional_op(any_of(commutative(…), …)): three points).
+// A pattern's description as a report quotes it: its first 60 characters.
+inline std::string shortened(std::string text) {
+  constexpr std::size_t most = 60;
+  if (text.size() > most) text = text.substr(0, most) + "…";
+  return text;
+}
+
+// A choice point: what the pattern writes there, by type and whole description. Not the node's
+// address: a pattern is a value, and a part written once and used twice (the scores below each
+// branch of the mask's choice) is two objects but one choice to cover.
 struct point_key {
-  const void* at;
   std::type_index type;
+  std::string text;
   auto operator<=>(const point_key&) const = default;
 };
 
@@ -226,10 +234,14 @@ class planner {
     if (m != mode::replay) jointly_ = m == mode::cover && (rounds_++ % 2 == 1 || !wanted_alone());
   }
 
+  // `text` says what the choice is made in, `between` what its alternatives are.
   template <class P>
-  int choose(const P* at, std::size_t alternatives, const std::string& label) {
-    const point_key where{at, typeid(P)};
-    points_.try_emplace(where, point{alternatives, label});
+  int choose(const P&, std::size_t alternatives, const std::string& text,
+             std::string_view between) {
+    const std::string key = text + std::string(between);
+    point_key where{typeid(P), key};
+    if (!points_.contains(where))
+      points_.emplace(where, point{alternatives, shortened(text) + std::string(between)});
     int pick = 0;
     if (mode_ == mode::replay) {
       pick = sequence_.size() < replay_.size() ? replay_[sequence_.size()] : 0;
@@ -238,7 +250,11 @@ class planner {
       // Covering: one alternative no instance has fused yet, and beside it alternatives that
       // fused, so that a refusal is the new alternative's own.
       // A fused one is taken at random: the branches it leads to hold the points not yet seen.
-      if (mode_ == mode::cover) {
+      // Until an instance fuses there is nothing to try an alternative beside: after the first
+      // round (each point's first alternative, the pattern at its plainest) the choices are
+      // drawn at random, as choices that only fuse together are (q's heads merged into the batch
+      // axis, and v's).
+      if (mode_ == mode::cover && (!covered_.empty() || rounds_ == 1)) {
         int want = -1;
         std::vector<int> fused;
         for (std::size_t k = alternatives; k-- > 0;) {
@@ -269,10 +285,11 @@ class planner {
     for (const auto& t : taken_) covered_.insert(t);
   }
   // A joint round's refusal is no alternative's own: it counts apart.
+  // Before any instance fused, a refusal is no alternative's own either: none is charged.
   void refused(const std::string& why) {
     for (const auto& t : taken_)
       if (!covered_.contains(t)) {
-        ++(jointly_ ? joint_failures_ : failures_)[t];
+        if (!covered_.empty()) ++(jointly_ ? joint_failures_ : failures_)[t];
         last_refusal_[t] = why;
       }
   }
@@ -540,10 +557,7 @@ build::value make(const P& p, state& s, want w = {}) {
 // A choice point or a predicate as the report names it: the pattern's own text, cut short.
 template <class P>
 std::string text_of(const P& p) {
-  constexpr std::size_t most = 60;
-  std::string text = pattern::describe(p);
-  if (text.size() > most) text = text.substr(0, most) + "…";
-  return text;
+  return shortened(pattern::describe(p));
 }
 
 // A value other than v's: where a mutant breaks a number.
@@ -626,7 +640,8 @@ struct gen<pattern::constant_scalar_t<Name>> {
     if (bounded && s.breaks("constant scalar '" + name + "'", "constant scalar '" + name + "'"))
       v = p.has_expected ? off(p.expected, p.tolerance) : p.has_most ? p.most + 1 : p.least - 1;
     // An initializer or a Constant node: both are constants to the pattern.
-    if (s.plan.choose(&p, 2, "constant scalar '" + name + "' as an initializer | a Constant") == 0)
+    if (s.plan.choose(p, 2, "constant scalar '" + name + "'", " as an initializer | a Constant") ==
+        0)
       return s.b.initializer(s.fresh(name), t, {}, {v});
     return s.b.constant_scalar(t, v);
   }
@@ -737,9 +752,10 @@ template <class P, bool AnyCasts>
 struct gen<pattern::transparent_t<P, AnyCasts>> {
   static build::value make(const pattern::transparent_t<P, AnyCasts>& p, state& s, want w) {
     const build::value v = detail::make(p.inner, s, w);
-    const std::string label = text_of(p) + (AnyCasts ? " without | with a Cast to its own type"
-                                                     : " without | with an Identity");
-    if (s.plan.choose(&p, 2, label) == 0) return v;
+    if (s.plan.choose(p, 2, pattern::describe(p),
+                      AnyCasts ? " without | with a Cast to its own type"
+                               : " without | with an Identity") == 0)
+      return v;
     if constexpr (AnyCasts)
       return s.b.op("Cast", {v}, {{"to", w.type == dtype::undefined ? s.type : w.type}});
     else
@@ -750,7 +766,7 @@ struct gen<pattern::transparent_t<P, AnyCasts>> {
 template <class P>
 struct gen<pattern::maybe_t<P>> {
   static build::value make(const pattern::maybe_t<P>& p, state& s, want w) {
-    if (s.plan.choose(&p, 2, text_of(p) + " given | omitted") == 1) return {""};
+    if (s.plan.choose(p, 2, pattern::describe(p), " given | omitted") == 1) return {""};
     return detail::make(p.inner, s, w);
   }
 };
@@ -758,16 +774,18 @@ struct gen<pattern::maybe_t<P>> {
 template <class Op, pattern::fixed_string Bind>
 struct gen<pattern::optional_t<Op, Bind>> {
   static build::value make(const pattern::optional_t<Op, Bind>& p, state& s, want w) {
-    if (s.plan.choose(&p, 2, text_of(p) + " present | absent") == 0)
-      return detail::make(p.inner, s, w);
-    return detail::make(p.inner.inputs.head, s, w);
+    // Absent first: the first instance is the pattern at its plainest, the one most likely to
+    // fuse before any alternative has, and the base the others are each tried beside.
+    if (s.plan.choose(p, 2, pattern::describe(p), " absent | present") == 0)
+      return detail::make(p.inner.inputs.head, s, w);
+    return detail::make(p.inner, s, w);
   }
 };
 
 template <pattern::fixed_string Bind, class... Alts>
 struct gen<pattern::any_of_t<Bind, Alts...>> {
   static build::value make(const pattern::any_of_t<Bind, Alts...>& p, state& s, want w) {
-    const int k = s.plan.choose(&p, sizeof...(Alts), text_of(p) + " branch");
+    const int k = s.plan.choose(p, sizeof...(Alts), pattern::describe(p), " branch");
     return pick(p.alts, k, s, w);
   }
 
@@ -1432,7 +1450,7 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
       inputs<Spec>(p.inputs, s, in, args);
     }
     if constexpr (Commute) {
-      if (s.plan.choose(&p, 2, text_of(p) + " operands as written | swapped") == 1)
+      if (s.plan.choose(p, 2, pattern::describe(p), " operands as written | swapped") == 1)
         std::swap(args[0], args[1]);
     }
     while (!args.empty() && args.back().name.empty()) args.pop_back();
@@ -1552,8 +1570,9 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
   std::string types = "float type", opsets = "opset";
   for (dtype t : o.types) types += (types.size() == 10 ? " " : "|") + std::string(dtype_name(t));
   for (std::int64_t v : o.opsets) opsets += (opsets.size() == 5 ? " " : "|") + std::to_string(v);
-  const dtype t = o.types[std::size_t(plan.choose(&o.types, o.types.size(), types))];
-  const std::int64_t opset = o.opsets[std::size_t(plan.choose(&o.opsets, o.opsets.size(), opsets))];
+  const dtype t = o.types[std::size_t(plan.choose(o.types, o.types.size(), types, ""))];
+  const std::int64_t opset =
+      o.opsets[std::size_t(plan.choose(o.opsets, o.opsets.size(), opsets, ""))];
   state s(plan, o, t, opset);
   s.forms = forms;
   s.mutate = mutate;
