@@ -1,8 +1,9 @@
 // A rule checks itself from its own pattern: `selfcheck::check<R>()` writes the graphs the pattern
 // describes and runs the rule on them.
 //
-//   instances  every alternative of every choice the pattern holds: each branch of any_of, both
-//              operand orders of commutative, optional ops and maybe() inputs present and absent,
+//   instances  every alternative of every choice the pattern holds (a part it uses in two places
+//              is one choice): each branch of any_of, both operand orders of commutative,
+//              optional ops absent and present, maybe() inputs given and omitted,
 //              transparent() and through_casts() with and without the node they look through, the
 //              instance's float type, the opset (a Reduce op's axes as attribute or input); each
 //              constant inside its bounds and each attribute as the pattern wants it. Every
