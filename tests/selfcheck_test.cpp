@@ -523,6 +523,62 @@ TEST(Selfcheck, WritesAValueNoSchemaSaysAsTheRuleWritesIt) {
   }
 }
 
+// A number the facts fold: the check writes such a capture as a constant.
+inline constexpr auto folded = [](const fusekit::facts& f, fusekit::value_id v) {
+  return f.real_scalar(v) ? fusekit::truth::yes : fusekit::truth::unknown;
+};
+// (x / d) · m is x where m is d: a relation between two constants no pattern says, and the guard
+// proves. The rule writes m as the number d holds.
+struct divided_back_unsourced {
+  static constexpr std::string_view name = "divided-back";
+  static constexpr auto pattern = op<"Mul">(
+      op<"Div">(capture<"x">, capture<"d">.proven_value("a scalar of known value", folded)),
+      capture<"m">);
+  static verdict guard(const fusekit::graph& g, const auto& m) {
+    const fusekit::facts& f = fusekit::facts_of(g);
+    const auto times = f.real_scalar(get<"m">(m)), by = f.real_scalar(get<"d">(m));
+    if (!times || times != by) return verdict::no("the factor is not proven the divisor");
+    return verdict::yes();
+  }
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.op("Identity", {e.value(get<"x">(m))}));
+  }
+};
+struct written_divisor {
+  static auto write(auto& w) {
+    return w.initializer(w.type(), {}, {w.written("d") ? w.scalar("d") : 0.0});
+  }
+};
+struct divided_back : divided_back_unsourced {
+  static constexpr auto sources = fusekit::pattern::sources(source<"m">(written<written_divisor>));
+};
+struct written_from_an_input {
+  static auto write(auto& w) { return w.initializer(w.type(), {}, {w.scalar("x")}); }
+};
+struct divided_back_misread : divided_back_unsourced {
+  static constexpr auto sources =
+      fusekit::pattern::sources(source<"m">(written<written_from_an_input>));
+};
+
+TEST(Selfcheck, WritesANumberAsTheConstantItFollowsHoldsIt) {
+  const auto r = fusekit::selfcheck::check<divided_back>(with_runtime("divided_back"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  // Without its source, m is a graph input: nothing the guard can prove.
+  const auto bare = fusekit::selfcheck::check<divided_back_unsourced>({});
+  EXPECT_FALSE(bare.ok());
+  EXPECT_EQ(bare.instances.at(0).reason,
+            "the factor is not proven the divisor (and with every leaf shape searched)");
+  // The number of a capture that is a graph input: an error naming it, no graph.
+  try {
+    fusekit::selfcheck::check<divided_back_misread>({});
+    ADD_FAILURE() << "a written source read a number from a graph input";
+  } catch (const fusekit::error& e) {
+    EXPECT_STREQ(e.what(),
+                 "selfcheck: a written source reads the number 'x' holds, which is no constant "
+                 "scalar");
+  }
+}
+
 // GELU of either domain as ONNX Runtime's: ai.onnx's came in opset 20, so the instances of 17
 // that hold it are no model. Not judged, they are combinations of alternatives that fused apart.
 struct either_gelu {

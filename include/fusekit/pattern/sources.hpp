@@ -68,6 +68,12 @@ constexpr sources_t<S...> sources(S... each) {
   return {{each...}};
 }
 
+// A family's sources and a rule's own, as one.
+template <class... A, class... B>
+constexpr sources_t<A..., B...> operator+(const sources_t<A...>& a, const sources_t<B...>& b) {
+  return {std::tuple_cat(a.each, b.each)};
+}
+
 template <class T>
 inline constexpr bool is_sources = false;
 template <class... S>

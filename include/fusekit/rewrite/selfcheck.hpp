@@ -532,6 +532,11 @@ class writer {
   // Dim `axis` (negative: from the last) of a capture already written, as the facts prove it;
   // an error where it is not written yet or not a number.
   std::int64_t dim(std::string_view capture, int axis) const;
+  // Whether a capture is written already (which of two branches the instance took).
+  bool written(std::string_view capture) const { return s_.bound.contains(capture); }
+  // The number a capture already written holds; an error where it is not written yet or holds
+  // no constant scalar.
+  double scalar(std::string_view capture) const;
   // A graph input: the parity run feeds a float one normal samples, an integer one 0s and 1s.
   build::value input(dtype t, std::vector<std::int64_t> dims) {
     return s_.b.input(s_.fresh("written"), t,
@@ -1105,6 +1110,20 @@ FUSEKIT_ENGINE_INLINE std::int64_t writer::dim(std::string_view capture, int axi
                 (bound == s_.bound.end() ? std::string("which is not written before it")
                                          : "which has no such dim proven a number"));
   return (*dims)[std::size_t(at)];
+}
+
+FUSEKIT_ENGINE_INLINE double writer::scalar(std::string_view capture) const {
+  const auto bound = s_.bound.find(capture);
+  const onnx::ModelProto m = s_.b.build();
+  const graph g(m);
+  const auto v = bound == s_.bound.end() ? std::nullopt : g.find_value(bound->second.name);
+  const std::optional<double> x = v ? facts_of(g).real_scalar(*v) : std::nullopt;
+  if (!x)
+    throw error("selfcheck: a written source reads the number '" + std::string(capture) +
+                "' holds, " +
+                (bound == s_.bound.end() ? std::string("which is not written before it")
+                                         : "which is no constant scalar"));
+  return *x;
 }
 
 FUSEKIT_ENGINE_INLINE void hold(state& s, const view& v, const std::vector<std::int64_t>& values) {

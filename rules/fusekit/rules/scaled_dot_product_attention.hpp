@@ -125,6 +125,21 @@ inline constexpr auto soft_capped =
                 commutative(op<"Mul">(through_casts(logits), capture<"cap_inverse">)))))),
             capture<"cap_out">))
         .bind<"softcap">();
+// What the guard proves of the cap and the pattern cannot say: the factor after the tanh is the
+// divisor within, or the inverse of the factor within (soft_capping_refused). The check writes
+// them so.
+struct cap_inverse_written {
+  static auto write(auto& w) { return w.initializer(w.type(), {}, {2.0}); }
+};
+struct cap_out_written {
+  static auto write(auto& w) {
+    return w.initializer(w.type(), {},
+                         {w.written("cap") ? w.scalar("cap") : 1 / w.scalar("cap_inverse")});
+  }
+};
+inline constexpr auto read_beyond =
+    merges_read + sources(source<"cap_inverse">(written<cap_inverse_written>),
+                          source<"cap_out">(written<cap_out_written>));
 inline constexpr auto scored = any_of(logits, soft_capped);
 // What exporters add to the scores: a bias before the mask (Bloom's ALiBi, added by baddbmm to
 // the 3-D scores), then the mask: an additive one (Where(bool, 0, −inf|finfo.min) or a model
@@ -512,7 +527,7 @@ struct scaled_dot_product_attention_head_merge {
   // once the MatMul's first input matched too.
   static constexpr std::size_t near_miss_depth = 4;
   static constexpr auto pattern = sdpa::merged;
-  static constexpr auto sources = sdpa::merges_read;
+  static constexpr auto sources = sdpa::read_beyond;
   using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return sdpa::softmax_upstream(g, n); }
 
@@ -546,7 +561,7 @@ struct scaled_dot_product_attention_head_merge {
 struct scaled_dot_product_attention {
   static constexpr std::string_view name = "scaled-dot-product-attention";
   static constexpr auto pattern = sdpa::core;
-  static constexpr auto sources = sdpa::merges_read;
+  static constexpr auto sources = sdpa::read_beyond;
   using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return sdpa::softmax_read_by(g, n) != no_id; }
   static bool is_its_block(const graph& g, node_id n) {
