@@ -198,6 +198,28 @@ TEST(Facts, BroadcastTakesTheNonOneDimAndLeavesMismatchesOpen) {
   EXPECT_EQ(f.same_dim(id(g, product), 3, id(g, d), 3), truth::yes);
 }
 
+// Two numbers that differ, neither 1, do not broadcast: the node cannot run (q's heads merged
+// into the batch axis and kᵀ's not), and what it would output is no fact.
+TEST(Facts, NumbersThatDoNotBroadcastCannotRun) {
+  model_builder b(17);
+  auto q = b.input("q", dtype::float32, {6, 4, 8});
+  auto kt = b.input("kt", dtype::float32, {2, 3, 8, 4});
+  auto mask = b.input("mask", dtype::float32, {2, 3, 4, 4});
+  auto scores = b.op("MatMul", {q, kt});
+  auto masked = b.op("Add", {scores, mask});
+  auto fine = b.op("Add", {kt, b.input("bias", dtype::float32, {1, 3, 8, 1})});
+  b.output(masked);
+  b.output(fine);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  ASSERT_EQ(f.cannot_run().size(), 1u);
+  EXPECT_EQ(g.describe(f.cannot_run().front()), g.describe(g.producer(id(g, scores))));
+  EXPECT_EQ(f.rank(id(g, scores)), std::nullopt);
+  EXPECT_EQ(f.rank(id(g, masked)), std::nullopt);  // of what cannot run, nothing is known
+  EXPECT_EQ(f.shape_text(id(g, fine)), "[2, 3, 8, 4]");
+}
+
 // TorchScript's SDPA scale: Shape → Slice(-1:) → Cast → Sqrt → Div(1, ·) → [Cast] → Sqrt.
 // (The builder stores integers through double, so "to the end" is 2^62 here, not INT64_MAX.)
 value sdpa_scale(model_builder& b, const value& q, dtype type) {

@@ -100,7 +100,7 @@ inline void facts::infer(node_id n) {
     return;
   facts_detail::rule_context cx(*this);
   facts_detail::run_own_rule(cx, n, own_rule(n));
-  if (cx.proved_cannot_run()) return;
+  if (cx.proved_cannot_run()) return cannot_run_.push_back(n);
   for (value_id v : g_.outputs(n))
     if (v != no_id && !shapes_[v].known) return infer_by_schema(n);
 }

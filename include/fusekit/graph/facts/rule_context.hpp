@@ -91,7 +91,7 @@ class rule_context {
   // What the rule proves of output `slot`: its shape and, for small tensors, its elements.
   void set(node_id n, std::size_t slot, shape_fact s, content_fact c = {}) {
     const value_id out = g.output(n, slot);
-    if (out == no_id) return;
+    if (out == no_id || cannot_run_) return;
     if (c.known && c.size() > facts::max_elements) c = {};
     f_.shapes_[out] = std::move(s);
     f_.set_content(out, std::move(c));
@@ -104,12 +104,13 @@ class rule_context {
   sym fresh(value_id v, std::size_t i) { return f_.fresh(v, i); }
   atom_table& atoms() { return *f_.atoms_; }
 
-  // Numpy broadcasting of one dim pair: a 1 takes the other; equal dims stay; anything else is
-  // a dim of the output's own.
+  // Numpy broadcasting of one dim pair: a 1 takes the other; equal dims stay; two other
+  // numbers cannot broadcast; anything else is a dim of the output's own.
   sym broadcast_dim(const sym& a, const sym& b, value_id out, std::size_t i) {
     if (a.is_constant(1)) return b;
     if (b.is_constant(1)) return a;
     if (equal(a, b) == truth::yes) return a;
+    if (a.constant() && b.constant()) cannot_run();
     // min(x, y) against x: equal when x ≤ y; else the min is y ≠ x and must be 1 for the model
     // to run. Either way the output has x.
     if (atoms().is_minimum_with(a, b)) return b;

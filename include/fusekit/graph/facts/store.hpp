@@ -87,6 +87,9 @@ class facts {
   }
   // Declarations that contradict what the ops imply, one line each.
   std::span<const std::string> contradictions() const { return contradictions_; }
+  // The nodes proven unable to run (dims that do not broadcast, a perm that is no permutation):
+  // their outputs stay unknown, and the graph is no model a runtime loads and runs.
+  std::span<const node_id> cannot_run() const { return cannot_run_; }
 
   // Whether s is a number or an expression of dims the model names (no dim nothing names).
   bool is_named(const sym& s) const { return atoms_->is_named(s); }
@@ -112,6 +115,7 @@ class facts {
   std::vector<std::uint32_t> content_at_;
   std::vector<content_fact> contents_;
   std::vector<std::string> contradictions_;
+  std::vector<node_id> cannot_run_;
   facts_detail::schema_check schemas_;
   // The own rule of each op id the graph uses, looked up on its first node.
   std::vector<std::optional<facts_detail::rule_choice>> rules_;
