@@ -209,12 +209,14 @@ concept is_its_block_ok =
 };
 
 namespace rule_detail {
-// Each source names a value the pattern captures: one of another name would never be written.
+// Each source names a value or a constant's number the pattern captures: one of another name
+// would never be written.
 template <class Captures, class... S>
 constexpr bool sources_name_values(const pattern::sources_t<S...>*) {
   constexpr auto value = [](std::string_view name) {
     const std::size_t i = pattern::index_of<Captures>(name);
-    return i != pattern::npos && Captures::kinds[i] == pattern::capture_kind::value;
+    return i != pattern::npos && (Captures::kinds[i] == pattern::capture_kind::value ||
+                                  Captures::kinds[i] == pattern::capture_kind::number);
   };
   return (value(S::name) && ...);
 }
@@ -231,8 +233,8 @@ concept sources_ok = !rule_detail::declares_sources<R> || sources_of_captures<R>
 
 template <class R>
 concept rule = rule_detail::probe_able<R> && named<R> && patterned<R> && options_ok<R> &&
-               emits<R> && guard_ok<R> && priority_ok<R> && near_miss_depth_ok<R> &&
-               resembles_ok<R> && is_its_block_ok<R> && sources_ok<R>;
+    emits<R> && guard_ok<R> && priority_ok<R> && near_miss_depth_ok<R> && resembles_ok<R> &&
+    is_its_block_ok<R> && sources_ok<R>;
 
 // The same check with a message per member, for the places a rule is compiled. True when it
 // passes, so that callers compile the rest only then and the first message is the only one.
@@ -274,7 +276,7 @@ constexpr bool check_rule() {
       static_assert(sources_ok<R>,
                     "fusekit: a rule's sources are `static constexpr auto sources = "
                     "fusekit::pattern::sources(source<\"x\">(<a pattern>), …);`, each named for a "
-                    "value the pattern captures");
+                    "value or a constant scalar the pattern captures");
   }
   return rule<R>;
 }

@@ -27,11 +27,15 @@
 // no such op settles until the rule accepts the graph. Every other covering round takes new
 // alternatives at several choice points at once (alternatives that fuse only together); an
 // instance refused although each alternative it holds fused elsewhere is such a combination, the
-// guard's to refuse, and no failure. What the rule's code reads beyond the pattern comes from its
-// sources (pattern/sources.hpp), written in place of the leaves they name. Other predicates the
-// pattern states as code (where_bound, same_dim, proven_value of a capture) are not generated:
-// they are checked, as everything is, by matching. An alternative that no instance fuses is
-// reported with the reason of its last refusal.
+// guard's to refuse, and no failure. A graph that is no model (an op its opset lacks, a node the
+// facts prove cannot run: dims that do not broadcast) is no instance and is not judged. An
+// alternative still uncovered is searched for from the pattern at its plainest holding it: one
+// other choice changed at a time, toward a model the rule accepts (merged heads in q ask it of
+// kᵀ, then of v). What the rule's code reads beyond the pattern comes from its sources
+// (pattern/sources.hpp), written in place of the leaves and constants they name. Other
+// predicates the pattern states as code (where_bound, same_dim, proven_value of a capture) are
+// not generated: they are checked, as everything is, by matching. An alternative that no
+// instance fuses is reported with the reason of its last refusal.
 #pragma once
 
 #include <algorithm>
@@ -84,6 +88,8 @@ struct options {
   // The graphs the rule judges for one instance while its open views are searched, over every
   // leaf shape tried (a pattern of a dozen views at once would otherwise take hours).
   std::size_t view_graphs = 2048;
+  // The choices changed, one at a time, to bring an alternative's refused graph nearer to a model.
+  std::size_t descent_steps = 16;
   // The shape of each leaf input, unless the pattern asks for another rank.
   std::vector<std::int64_t> shape{2, 3, 8};
   // The instances' float types and opsets: alternatives like the pattern's own.
@@ -125,6 +131,8 @@ struct result {
   // Alternatives that no instance fused, with the reason of the last refusal.
   std::vector<std::string> uncovered;
   std::size_t alternatives = 0;
+  // Graphs written that were no model (detail::no_model): no instances.
+  std::size_t no_models = 0;
   bool parity_checked = false;
 
   bool ok() const {
@@ -163,6 +171,9 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
       << " alternatives covered";
   if (combinations)
     out << " (" << combinations << " refused combining alternatives that fused apart)";
+  if (no_models)
+    out << " (" << no_models << " graph" << (no_models == 1 ? "" : "s")
+        << " written no model, not judged)";
   out << "; parity with ONNX Runtime "
       << (parity_checked ? std::to_string(same) + " of " + std::to_string(fused)
                          : std::string("not checked (no Python with onnxruntime given)"))
@@ -220,11 +231,15 @@ class planner {
  public:
   explicit planner(std::uint64_t seed) : random_(seed) {}
 
-  enum class mode : std::uint8_t { cover, random, replay };
+  // replay: the choices of a sequence, one after the other; keyed: each point's choice from a
+  // map (its first where the map has none), whichever choices came before it.
+  enum class mode : std::uint8_t { cover, random, replay, keyed };
+  using choices = std::map<point_key, int>;
 
-  void begin(mode m, std::vector<int> replay = {}) {
+  void begin(mode m, std::vector<int> replay = {}, choices keyed = {}) {
     mode_ = m;
     replay_ = std::move(replay);
+    keyed_ = std::move(keyed);
     taken_.clear();
     sequence_.clear();
     novel_ = false;
@@ -246,6 +261,9 @@ class planner {
     int pick = 0;
     if (mode_ == mode::replay) {
       pick = sequence_.size() < replay_.size() ? replay_[sequence_.size()] : 0;
+    } else if (mode_ == mode::keyed) {
+      const auto held = keyed_.find(where);
+      pick = held == keyed_.end() ? 0 : std::min(held->second, int(alternatives) - 1);
     } else {
       pick = int(random_() % alternatives);
       // Covering: one alternative no instance has fused yet, and beside it alternatives that
@@ -281,6 +299,31 @@ class planner {
                        [&](const auto& t) { return covered_.contains(t); });
   }
   const std::vector<std::pair<point_key, int>>& taken() const { return taken_; }
+  // What this instance took, each point's first choice.
+  choices taken_choices() const {
+    choices out;
+    for (const auto& [where, k] : taken_) out.emplace(where, k);
+    return out;
+  }
+  std::size_t alternatives_at(const point_key& where) const {
+    return points_.at(where).alternatives;
+  }
+  bool covered(const std::pair<point_key, int>& alternative) const {
+    return covered_.contains(alternative);
+  }
+  // Each alternative no instance fused, with the choices of the last instance that held it
+  // (none where no instance did).
+  std::vector<std::pair<std::pair<point_key, int>, choices>> uncovered_choices() const {
+    std::vector<std::pair<std::pair<point_key, int>, choices>> out;
+    for (const auto& [where, p] : points_)
+      for (int k = 0; k < int(p.alternatives); ++k)
+        if (!covered_.contains({where, k})) {
+          const auto last = last_refused_choices_.find({where, k});
+          out.emplace_back(std::pair{where, k},
+                           last == last_refused_choices_.end() ? choices{} : last->second);
+        }
+    return out;
+  }
 
   void fused() {
     for (const auto& t : taken_) covered_.insert(t);
@@ -288,10 +331,12 @@ class planner {
   // A joint round's refusal is no alternative's own: it counts apart.
   // Before any instance fused, a refusal is no alternative's own either: none is charged.
   void refused(const std::string& why) {
+    const choices held = taken_choices();
     for (const auto& t : taken_)
       if (!covered_.contains(t)) {
         if (!covered_.empty()) ++(jointly_ ? joint_failures_ : failures_)[t];
         last_refusal_[t] = why;
+        last_refused_choices_[t] = held;
       }
   }
   // Whether a cover round could still reach an alternative no instance has fused.
@@ -339,6 +384,7 @@ class planner {
   std::mt19937_64 random_;
   mode mode_ = mode::cover;
   std::vector<int> replay_;
+  choices keyed_;
   bool novel_ = false;  // whether this round took its one new alternative
   bool jointly_ = false;
   std::size_t rounds_ = 0;
@@ -348,6 +394,7 @@ class planner {
   std::set<std::pair<point_key, int>> covered_;
   std::map<std::pair<point_key, int>, int> failures_, joint_failures_;
   std::map<std::pair<point_key, int>, std::string> last_refusal_;
+  std::map<std::pair<point_key, int>, choices> last_refused_choices_;
 };
 
 #if FUSEKIT_ENGINE_DEFINITIONS
@@ -633,6 +680,7 @@ template <pattern::fixed_string Name>
 struct gen<pattern::constant_scalar_t<Name>> {
   static build::value make(const pattern::constant_scalar_t<Name>& p, state& s, want w) {
     const std::string name(Name.view());
+    if (const auto v = s.sourced(name, w)) return *v;
     const dtype t = w.type == dtype::undefined ? s.type : w.type;
     // Inside the bounds as the type holds them: float16 writes a bound of 1e6 as inf.
     const double least = std::max(p.least, -largest_finite(t));
@@ -947,6 +995,46 @@ FUSEKIT_ENGINE_INLINE std::string too_new_op(const onnx::ModelProto& m) {
 }
 #else
 std::string too_new_op(const onnx::ModelProto& m);
+#endif
+
+// Why a written graph is no model: an op too new for its opset (too_new_op), or a node the facts
+// prove cannot run (q's heads merged into the batch axis and kᵀ's not: batch dims that do not
+// broadcast). "" where it is one.
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string no_model(const onnx::ModelProto& m) {
+  if (std::string why = too_new_op(m); !why.empty()) return why;
+  const graph g(m);
+  if (const auto stuck = facts_of(g).cannot_run(); !stuck.empty())
+    return g.describe(stuck.front()) + " cannot run on what it reads: no model, not judged";
+  return "";
+}
+#else
+std::string no_model(const onnx::ModelProto& m);
+#endif
+
+// How far a written graph is from a model: each dim of a node's output the facts cannot give as
+// a number (an output of unknown rank counts four), and a thousand for an op too new for its
+// opset. The leaves are of fixed shapes, so a graph whose ops all run has every dim a number.
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::size_t unsettled(const onnx::ModelProto& m) {
+  if (!too_new_op(m).empty()) return 1000;
+  const graph g(m);
+  const facts& f = facts_of(g);
+  std::size_t out = 0;
+  for (node_id n = 0; n < g.node_count(); ++n)
+    for (value_id v : g.outputs(n)) {
+      if (v == no_id) continue;
+      const shape_fact& s = f.shape(v);
+      if (!s.known) {
+        out += 4;
+        continue;
+      }
+      for (const sym& d : s.dims) out += !d.constant();
+    }
+  return out;
+}
+#else
+std::size_t unsettled(const onnx::ModelProto& m);
 #endif
 
 // Whether input `slot` of `op` is written of the type its output has: not a Where's condition,
@@ -1570,6 +1658,35 @@ bool accepted(const onnx::ModelProto& model, const std::string& root,
   return !refused<R>(model, root, own);
 }
 
+// How near a written graph is to one the rule accepts, nearest least: first how far it is from
+// a model (unsettled), then accepted before refused by the guard before unmatched, an unmatched
+// one by how far its match got (pattern/context.hpp's progress, then the values it held).
+struct closeness {
+  std::size_t unsettled = 0;
+  int verdict = 0;  // 0 accepted, 1 refused by the guard, 2 unmatched
+  std::size_t short_of = 0, unheld = 0;
+  auto operator<=>(const closeness&) const = default;
+  static constexpr closeness farthest() {
+    constexpr std::size_t far = std::numeric_limits<std::size_t>::max();
+    return {far, 2, far, far};
+  }
+};
+template <class R>
+closeness closeness_of(const onnx::ModelProto& model, const std::string& root,
+                       const rewrite::options_of<R>& own) {
+  constexpr std::size_t far = std::numeric_limits<std::size_t>::max();
+  closeness c{.unsettled = unsettled(model)};
+  if (c.unsettled > 0) return {c.unsettled, 2, far, far};
+  const graph g(model);
+  const node_id at = g.producer(*g.find_value(root));
+  if (at == no_id) return {c.unsettled, 2, far, far};
+  pattern::explanation why;
+  const auto m = pattern::match(R::pattern, g, at, &why);
+  if (!m) return {c.unsettled, 2, far - why.progress, far - why.held};
+  c.verdict = rewrite::guard_of<R>(g, m, own) ? 0 : 1;
+  return c;
+}
+
 // The value of the capture `name` written from its source in `all`, if it has one.
 template <class... S>
 std::optional<build::value> from_sources(const pattern::sources_t<S...>& all, std::string_view name,
@@ -1831,36 +1948,39 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     return stem + ".onnx";
   };
 
-  const auto attempt = [&](planner::mode mode) {
-    plan.begin(mode);
+  const auto attempt = [&](planner::mode mode, planner::choices keyed = {}) {
+    plan.begin(mode, {}, std::move(keyed));
     // Every leaf of the options' shape first: the search's first try, already built.
     std::size_t view_graphs_left = o.view_graphs;
     detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &view_graphs_left);
     const std::vector<int> sequence = b.sequence;
     const std::string choices = b.choices;
     std::vector<detail::leaf_form> winner;
-    // Its choices' combination may write an op its opset does not have: no model to judge.
-    const std::string no_model = detail::too_new_op(b.model);
+    // Its choices' combination may write an op its opset does not have, or ops that cannot run
+    // on what they read (which another leaf shape may mend): no model to judge, and no instance.
+    std::string no_model = detail::no_model(b.model);
     bool found = no_model.empty() && detail::accepted<R>(b.model, b.root, own);
+    const bool too_new = !detail::too_new_op(b.model).empty();
     const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
-    for (std::size_t k = 1; !found && no_model.empty() && k < searches.size(); ++k) {
+    for (std::size_t k = 1; !found && !too_new && k < searches.size(); ++k) {
       plan.begin(planner::mode::replay, sequence);
       detail::built next = detail::build<R>(plan, o, own, searches[k], -1, {}, &view_graphs_left);
-      if (detail::accepted<R>(next.model, next.root, own)) {
+      if (!detail::no_model(next.model).empty()) continue;
+      found = detail::accepted<R>(next.model, next.root, own);
+      // The first shapes that make a model are the instance's, refused or not.
+      if (found || !no_model.empty()) {
         b = std::move(next);
         winner = searches[k];
-        found = true;
+        no_model.clear();
       }
+    }
+    if (!no_model.empty()) {
+      plan.refused(no_model);
+      ++out.no_models;
+      return;
     }
     instance i;
     i.choices = choices;
-    if (!no_model.empty()) {
-      i.reason = no_model;
-      plan.refused(i.reason);
-      out.instances.push_back(std::move(i));
-      held.push_back(plan.taken());
-      return;
-    }
     onnx::ModelProto fused = b.model;
     const rewrite::report r = detail::run<R>(fused, own);
     i.fused = !r.fusions.empty();
@@ -1876,7 +1996,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     } else {
       plan.fused();
       i.file = keep("instance_" + std::to_string(out.instances.size()), b.model, fused);
-      if (mode == planner::mode::cover) to_mutate.push_back({sequence, winner, b.views, b.sites});
+      if (mode != planner::mode::random) to_mutate.push_back({sequence, winner, b.views, b.sites});
     }
     out.instances.push_back(std::move(i));
     held.push_back(plan.taken());
@@ -1884,6 +2004,50 @@ result check(const options& o, const rewrite::options_of<R>& own) {
 
   for (std::size_t k = 0; k == 0 || (plan.wants_more() && k < o.cover_rounds); ++k)
     attempt(planner::mode::cover);
+  // An alternative that fuses only beside others it needs (q's heads merged into the batch axis
+  // ask the same of kᵀ, of v and of the probabilities) is left uncovered by rounds that choose
+  // apart. From the pattern at its plainest holding it, then from the last choices that held it:
+  // one other choice changed at a time, the change kept that brings the graph nearest to one the
+  // rule accepts (detail::closeness, its views as first derived), until the rule accepts it or no
+  // change comes nearer; then that graph is an instance like any other.
+  const auto measure = [&](const planner::choices& picks) {
+    plan.begin(planner::mode::keyed, {}, picks);
+    std::size_t no_view_search = 0;
+    const detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &no_view_search);
+    return std::pair{detail::closeness_of<R>(b.model, b.root, own), plan.taken_choices()};
+  };
+  for (const auto& [alternative, last] : plan.uncovered_choices())
+    for (const planner::choices& start : {planner::choices{{alternative}}, last}) {
+      if (plan.covered(alternative) || start.empty()) continue;
+      // Whether a graph holds the alternative: one that does not (the select's fill, gone with
+      // the select) is no way to it.
+      const auto holds = [&](const planner::choices& picks) {
+        const auto held = picks.find(alternative.first);
+        return held != picks.end() && held->second == alternative.second;
+      };
+      auto [nearness, picks] = measure(start);
+      if (!holds(picks)) nearness = detail::closeness::farthest();
+      bool moved = false;
+      for (std::size_t step = 0; nearness != detail::closeness{} && step < o.descent_steps;
+           ++step) {
+        std::optional<std::pair<detail::closeness, planner::choices>> nearest;
+        for (const auto& [where, pick] : picks) {
+          if (where == alternative.first) continue;
+          for (int k = 0; k < int(plan.alternatives_at(where)); ++k) {
+            if (k == pick) continue;
+            planner::choices next = picks;
+            next[where] = k;
+            auto tried = measure(next);
+            if (!holds(tried.second)) continue;
+            if (tried.first < (nearest ? nearest->first : nearness)) nearest = std::move(tried);
+          }
+        }
+        if (!nearest) break;
+        std::tie(nearness, picks) = std::move(*nearest);
+        moved = true;
+      }
+      if (moved || nearness == detail::closeness{}) attempt(planner::mode::keyed, picks);
+    }
   for (std::size_t k = 0; k < o.cases; ++k) attempt(planner::mode::random);
   out.alternatives = plan.alternatives();
   out.uncovered = plan.uncovered();

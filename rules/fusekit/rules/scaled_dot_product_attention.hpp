@@ -56,6 +56,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -137,9 +138,21 @@ struct cap_out_written {
                          {w.written("cap") ? w.scalar("cap") : 1 / w.scalar("cap_inverse")});
   }
 };
+// The select's fill as exporters write it, where the guard takes it (fill_absorbs_scores):
+// torch's finfo.min where that absorbs the scores, else −inf.
+struct fill_written {
+  static auto write(auto& w) {
+    const double lowest = std::numeric_limits<float>::lowest();
+    return w.initializer(
+        w.type(), {},
+        {fill_absorbs_scores(lowest, w.type()) ? lowest
+                                               : -std::numeric_limits<double>::infinity()});
+  }
+};
 inline constexpr auto read_beyond =
     merges_read + sources(source<"cap_inverse">(written<cap_inverse_written>),
-                          source<"cap_out">(written<cap_out_written>));
+                          source<"cap_out">(written<cap_out_written>),
+                          source<"fill">(written<fill_written>));
 inline constexpr auto scored = any_of(logits, soft_capped);
 // What exporters add to the scores: a bias before the mask (Bloom's ALiBi, added by baddbmm to
 // the 3-D scores), then the mask: an additive one (Where(bool, 0, −inf|finfo.min) or a model
