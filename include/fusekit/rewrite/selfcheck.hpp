@@ -88,8 +88,11 @@ struct options {
   // The graphs the rule judges for one instance while its open views are searched, over every
   // leaf shape tried (a pattern of a dozen views at once would otherwise take hours).
   std::size_t view_graphs = 2048;
-  // The choices changed, one at a time, to bring an alternative's refused graph nearer to a model.
+  // The search for alternatives that fuse only beside others: the choices it changes, one at a
+  // time, for each, and the graphs it measures in all (each is built, not judged with its views
+  // searched; a large pattern's few dozen alternatives would otherwise take many minutes).
   std::size_t descent_steps = 16;
+  std::size_t descent_graphs = 4096;
   // The shape of each leaf input, unless the pattern asks for another rank.
   std::vector<std::int64_t> shape{2, 3, 8};
   // The instances' float types and opsets: alternatives like the pattern's own.
@@ -1963,6 +1966,16 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const bool too_new = !detail::too_new_op(b.model).empty();
     const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
     for (std::size_t k = 1; !found && !too_new && k < searches.size(); ++k) {
+      // While no shape made a model, a shape is first built with its views as first derived:
+      // most do not mend what cannot run, and searching their views is the cost.
+      if (!no_model.empty()) {
+        plan.begin(planner::mode::replay, sequence);
+        std::size_t no_view_search = 0;
+        if (!detail::no_model(
+                 detail::build<R>(plan, o, own, searches[k], -1, {}, &no_view_search).model)
+                 .empty())
+          continue;
+      }
       plan.begin(planner::mode::replay, sequence);
       detail::built next = detail::build<R>(plan, o, own, searches[k], -1, {}, &view_graphs_left);
       if (!detail::no_model(next.model).empty()) continue;
@@ -2010,7 +2023,9 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   // one other choice changed at a time, the change kept that brings the graph nearest to one the
   // rule accepts (detail::closeness, its views as first derived), until the rule accepts it or no
   // change comes nearer; then that graph is an instance like any other.
+  std::size_t descent_graphs_left = o.descent_graphs;
   const auto measure = [&](const planner::choices& picks) {
+    descent_graphs_left -= std::min<std::size_t>(descent_graphs_left, 1);
     plan.begin(planner::mode::keyed, {}, picks);
     std::size_t no_view_search = 0;
     const detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &no_view_search);
@@ -2018,7 +2033,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   };
   for (const auto& [alternative, last] : plan.uncovered_choices())
     for (const planner::choices& start : {planner::choices{{alternative}}, last}) {
-      if (plan.covered(alternative) || start.empty()) continue;
+      if (plan.covered(alternative) || start.empty() || descent_graphs_left == 0) continue;
       // Whether a graph holds the alternative: one that does not (the select's fill, gone with
       // the select) is no way to it.
       const auto holds = [&](const planner::choices& picks) {
@@ -2028,12 +2043,13 @@ result check(const options& o, const rewrite::options_of<R>& own) {
       auto [nearness, picks] = measure(start);
       if (!holds(picks)) nearness = detail::closeness::farthest();
       bool moved = false;
-      for (std::size_t step = 0; nearness != detail::closeness{} && step < o.descent_steps;
+      for (std::size_t step = 0;
+           nearness != detail::closeness{} && step < o.descent_steps && descent_graphs_left > 0;
            ++step) {
         std::optional<std::pair<detail::closeness, planner::choices>> nearest;
         for (const auto& [where, pick] : picks) {
           if (where == alternative.first) continue;
-          for (int k = 0; k < int(plan.alternatives_at(where)); ++k) {
+          for (int k = 0; k < int(plan.alternatives_at(where)) && descent_graphs_left > 0; ++k) {
             if (k == pick) continue;
             planner::choices next = picks;
             next[where] = k;
