@@ -2031,8 +2031,10 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &no_view_search);
     return std::pair{detail::closeness_of<R>(b.model, b.root, own), plan.taken_choices()};
   };
-  for (const auto& [alternative, last] : plan.uncovered_choices())
-    for (const planner::choices& start : {planner::choices{{alternative}}, last}) {
+  // Named, not bound: clang before 16 cannot capture a structured binding in a lambda.
+  for (const auto& uncovered : plan.uncovered_choices())
+    for (const auto& alternative = uncovered.first;
+         const planner::choices& start : {planner::choices{{alternative}}, uncovered.second}) {
       if (plan.covered(alternative) || start.empty() || descent_graphs_left == 0) continue;
       // Whether a graph holds the alternative: one that does not (the select's fill, gone with
       // the select) is no way to it.
