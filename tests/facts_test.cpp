@@ -220,6 +220,28 @@ TEST(Facts, NumbersThatDoNotBroadcastCannotRun) {
   EXPECT_EQ(f.shape_text(id(g, fine)), "[2, 3, 8, 4]");
 }
 
+// MatMul is numpy's: a vector is a row or a column whose axis the output drops; a scalar, or a
+// row length that is not the column length, cannot run.
+TEST(Facts, MatMulOfVectorsAndWhatCannotRun) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 3, 4, 8});
+  auto row = b.op("MatMul", {b.input("row", dtype::float32, {4}), x});
+  auto column = b.op("MatMul", {x, b.input("column", dtype::float32, {8})});
+  auto dot = b.op("MatMul", {b.input("u", dtype::float32, {8}), b.input("w", dtype::float32, {8})});
+  auto scalar = b.op("MatMul", {b.input("s", dtype::float32, {}), x});
+  auto unequal = b.op("MatMul", {x, b.input("y", dtype::float32, {2, 3, 4, 8})});
+  for (const auto& v : {row, column, dot, scalar, unequal}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, row)), "[2, 3, 8]");
+  EXPECT_EQ(f.shape_text(id(g, column)), "[2, 3, 4]");
+  EXPECT_EQ(f.shape_text(id(g, dot)), "[]");
+  ASSERT_EQ(f.cannot_run().size(), 2u);
+  EXPECT_EQ(g.describe(f.cannot_run()[0]), g.describe(g.producer(id(g, scalar))));
+  EXPECT_EQ(g.describe(f.cannot_run()[1]), g.describe(g.producer(id(g, unequal))));
+}
+
 // TorchScript's SDPA scale: Shape → Slice(-1:) → Cast → Sqrt → Div(1, ·) → [Cast] → Sqrt.
 // (The builder stores integers through double, so "to the end" is 2^62 here, not INT64_MAX.)
 value sdpa_scale(model_builder& b, const value& q, dtype type) {

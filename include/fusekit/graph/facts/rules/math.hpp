@@ -132,14 +132,19 @@ inline void infer_expand(rule_context& cx, node_id n) {
 inline void infer_matmul(rule_context& cx, node_id n) {
   const shape_fact& a = cx.in_shape(n, 0);
   const shape_fact& b = cx.in_shape(n, 1);
-  // A vector operand drops a dimension; attention never multiplies vectors.
-  if (!a.known || !b.known || a.rank() < 2 || b.rank() < 2) return;
-  shape_fact batch_a{true, {a.dims.begin(), a.dims.end() - 2}};
-  shape_fact batch_b{true, {b.dims.begin(), b.dims.end() - 2}};
+  if (!a.known || !b.known) return;
+  // numpy's matmul: no scalar operand; a vector is a row (a) or a column (b) whose axis the
+  // output drops; a's last dim meets b's next to last.
+  if (a.rank() == 0 || b.rank() == 0) return cx.cannot_run();
+  const sym& ka = a.dims.back();
+  const sym& kb = b.dims[b.rank() == 1 ? 0 : b.rank() - 2];
+  if (ka.constant() && kb.constant() && equal(ka, kb) != truth::yes) return cx.cannot_run();
+  shape_fact batch_a{true, {a.dims.begin(), a.dims.end() - std::min<std::size_t>(a.rank(), 2)}};
+  shape_fact batch_b{true, {b.dims.begin(), b.dims.end() - std::min<std::size_t>(b.rank(), 2)}};
   const shape_fact* both[] = {&batch_a, &batch_b};
   shape_fact s = cx.broadcast(both, cx.out(n));
-  s.dims.push_back(a.dims[a.rank() - 2]);
-  s.dims.push_back(b.dims[b.rank() - 1]);
+  if (a.rank() >= 2) s.dims.push_back(a.dims[a.rank() - 2]);
+  if (b.rank() >= 2) s.dims.push_back(b.dims[b.rank() - 1]);
   cx.set(n, 0, std::move(s));
 }
 
