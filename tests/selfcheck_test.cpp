@@ -471,6 +471,38 @@ TEST(Selfcheck, CountsACombinationTheGuardRefusesAsNoFailure) {
             "mutants: 0 refused and named\n");
 }
 
+// exp(−x) and exp(y) of graph inputs. A mutant whose Neg is read outside the pattern leaves the
+// Neg's branch, and the other holds the graph (the Neg's output as y): that alternative's guard
+// refuses it in its own words, which need not name the broken predicate.
+struct exp_of_input {
+  static constexpr std::string_view name = "exp-of-input";
+  static constexpr auto pattern =
+      op<"Exp">(any_of(op<"Neg">(capture<"x">).bind<"neg">(), capture<"y">));
+  static verdict guard(const fusekit::graph& g, const auto& m) {
+    if (get<"neg">(m) != fusekit::no_id || g.producer(get<"y">(m)) == fusekit::no_id)
+      return verdict::yes();
+    return verdict::no("y is computed by " + g.describe(g.producer(get<"y">(m))) +
+                       ", not a graph input");
+  }
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(
+        e.op("Exp", {get<"neg">(m) == fusekit::no_id ? e.value(get<"y">(m))
+                                                     : e.op("Neg", {e.value(get<"x">(m))})}));
+  }
+};
+
+TEST(Selfcheck, LeavesAMutantAnotherAlternativeHoldsToItsGuard) {
+  const auto r = fusekit::selfcheck::check<exp_of_input>(with_runtime("exp_of_input"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  ASSERT_EQ(r.mutants.size(), 1u);
+  EXPECT_TRUE(r.mutants[0].held_by_another);
+  EXPECT_EQ(r.mutants[0].near_miss, "y is computed by Neg 'Neg_0', not a graph input");
+  EXPECT_EQ(r.to_table(),
+            "exp-of-input: ok; 7 of 7 instances fused, 6 of 6 alternatives covered; parity with "
+            "ONNX Runtime 7 of 7; 1 mutants: 0 refused and named, 1 held by another "
+            "alternative, whose guard refused it\n");
+}
+
 // −x[rows] as the rows of −x: a Gather reads its indices of either integer type, so the check
 // cannot tell which to write, nor that each must be in x's axis. The rule writes them itself.
 // The axis is open: the instances search it, and the emit must keep it.

@@ -59,6 +59,7 @@
 #include <tuple>
 #include <typeindex>
 #include <typeinfo>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -98,8 +99,8 @@ struct options {
   // The instances' float types and opsets: alternatives like the pattern's own.
   std::vector<dtype> types{dtype::float32, dtype::float16};
   std::vector<std::int64_t> opsets{17, 18};
-  // Where each instance, its fused form and each fused mutant are written, and each instance the
-  // rule refused ("" writes nothing).
+  // Where each instance, its fused form and each fused mutant are written, and each instance and
+  // mutant the rule refused ("" writes nothing).
   std::filesystem::path write_to{};
   // A Python with onnxruntime and numpy: runs each instance and its fused form on the same random
   // inputs (needs write_to). Empty: parity is not checked, and the result says so.
@@ -122,6 +123,9 @@ struct mutant {
   std::string expect;     // what the near miss must say
   std::string near_miss;  // what it said
   bool fused = false;     // another alternative took it
+  // Another alternative's pattern holds it (kᵀ as written, where the broken Transpose is now the
+  // identity): its guard judges the graph, and the refusal is the guard's (near_miss).
+  bool held_by_another = false;
   std::string file;
   std::string parity;
   bool ok = false;
@@ -159,15 +163,16 @@ struct result {
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
   std::ostringstream out;
-  std::size_t fused = 0, same = 0, named = 0, absorbed = 0, combinations = 0;
+  std::size_t fused = 0, same = 0, named = 0, absorbed = 0, guarded = 0, combinations = 0;
   for (const instance& i : instances) {
     fused += i.fused;
     same += i.parity == "ok";
     combinations += i.combination;
   }
   for (const mutant& m : mutants) {
-    named += m.ok && !m.fused;
+    named += m.ok && !m.fused && !m.held_by_another;
     absorbed += m.ok && m.fused;
+    guarded += m.ok && !m.fused && m.held_by_another;
   }
   out << rule << ": " << (ok() ? "ok" : "FAILED") << "; " << fused << " of " << instances.size()
       << " instances fused, " << alternatives - uncovered.size() << " of " << alternatives
@@ -182,6 +187,7 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
                          : std::string("not checked (no Python with onnxruntime given)"))
       << "; " << mutants.size() << " mutants: " << named << " refused and named";
   if (absorbed) out << ", " << absorbed << " fused by another alternative";
+  if (guarded) out << ", " << guarded << " held by another alternative, whose guard refused it";
   out << "\n";
   std::vector<std::string> failures;
   for (const std::string& u : uncovered) failures.push_back("not covered: " + u);
@@ -223,10 +229,11 @@ inline std::string shortened(std::string text) {
 
 // A choice point: what the pattern writes there, by type and whole description. Not the node's
 // address: a pattern is a value, and a part written once and used twice (the scores below each
-// branch of the mask's choice) is two objects but one choice to cover.
+// branch of the mask's choice) is two objects but one choice to cover. The planner numbers the
+// points as it meets them: a large pattern's descriptions run to kilobytes, and every instance's
+// choices hold each point.
 struct point_key {
-  std::type_index type;
-  std::string text;
+  std::size_t id;
   auto operator<=>(const point_key&) const = default;
 };
 
@@ -257,10 +264,10 @@ class planner {
   template <class P>
   int choose(const P&, std::size_t alternatives, const std::string& text,
              std::string_view between) {
-    const std::string key = text + std::string(between);
-    point_key where{typeid(P), key};
-    if (!points_.contains(where))
-      points_.emplace(where, point{alternatives, shortened(text) + std::string(between)});
+    const auto [named, fresh] =
+        ids_.try_emplace({typeid(P), text + std::string(between)}, ids_.size());
+    const point_key where{named->second};
+    if (fresh) points_.emplace(where, point{alternatives, shortened(text) + std::string(between)});
     int pick = 0;
     if (mode_ == mode::replay) {
       pick = sequence_.size() < replay_.size() ? replay_[sequence_.size()] : 0;
@@ -393,7 +400,13 @@ class planner {
   std::size_t rounds_ = 0;
   std::vector<int> sequence_;
   std::vector<std::pair<point_key, int>> taken_;
-  std::map<point_key, point> points_;
+  struct text_hash {
+    std::size_t operator()(const std::pair<std::type_index, std::string>& k) const {
+      return k.first.hash_code() ^ std::hash<std::string>{}(k.second);
+    }
+  };
+  std::unordered_map<std::pair<std::type_index, std::string>, std::size_t, text_hash> ids_;
+  std::map<point_key, point> points_;  // in the order the pattern's walk first meets them
   std::set<std::pair<point_key, int>> covered_;
   std::map<std::pair<point_key, int>, int> failures_, joint_failures_;
   std::map<std::pair<point_key, int>, std::string> last_refusal_;
@@ -1002,26 +1015,24 @@ std::string too_new_op(const onnx::ModelProto& m);
 
 // Why a written graph is no model: an op too new for its opset (too_new_op), or a node the facts
 // prove cannot run (q's heads merged into the batch axis and kᵀ's not: batch dims that do not
-// broadcast). "" where it is one.
+// broadcast). "" where it is one. `g` is m's graph.
 #if FUSEKIT_ENGINE_DEFINITIONS
-FUSEKIT_ENGINE_INLINE std::string no_model(const onnx::ModelProto& m) {
+FUSEKIT_ENGINE_INLINE std::string no_model(const onnx::ModelProto& m, const graph& g) {
   if (std::string why = too_new_op(m); !why.empty()) return why;
-  const graph g(m);
   if (const auto stuck = facts_of(g).cannot_run(); !stuck.empty())
     return g.describe(stuck.front()) + " cannot run on what it reads: no model, not judged";
   return "";
 }
 #else
-std::string no_model(const onnx::ModelProto& m);
+std::string no_model(const onnx::ModelProto& m, const graph& g);
 #endif
 
 // How far a written graph is from a model: each dim of a node's output the facts cannot give as
 // a number (an output of unknown rank counts four), and a thousand for an op too new for its
 // opset. The leaves are of fixed shapes, so a graph whose ops all run has every dim a number.
 #if FUSEKIT_ENGINE_DEFINITIONS
-FUSEKIT_ENGINE_INLINE std::size_t unsettled(const onnx::ModelProto& m) {
+FUSEKIT_ENGINE_INLINE std::size_t unsettled(const onnx::ModelProto& m, const graph& g) {
   if (!too_new_op(m).empty()) return 1000;
-  const graph g(m);
   const facts& f = facts_of(g);
   std::size_t out = 0;
   for (node_id n = 0; n < g.node_count(); ++n)
@@ -1037,7 +1048,7 @@ FUSEKIT_ENGINE_INLINE std::size_t unsettled(const onnx::ModelProto& m) {
   return out;
 }
 #else
-std::size_t unsettled(const onnx::ModelProto& m);
+std::size_t unsettled(const onnx::ModelProto& m, const graph& g);
 #endif
 
 // Whether input `slot` of `op` is written of the type its output has: not a Where's condition,
@@ -1641,9 +1652,8 @@ struct built {
 // Why the rule's pattern does not match at `root`'s producer or its guard refuses; nullopt where
 // it accepts.
 template <class R>
-std::optional<refusal> refused(const onnx::ModelProto& model, const std::string& root,
+std::optional<refusal> refused(const graph& g, const std::string& root,
                                const rewrite::options_of<R>& own) {
-  const graph g(model);
   const node_id at = g.producer(*g.find_value(root));
   if (at == no_id) return refusal{"no node gives the root", ""};
   pattern::explanation why;
@@ -1656,9 +1666,8 @@ std::optional<refusal> refused(const onnx::ModelProto& model, const std::string&
   return std::nullopt;
 }
 template <class R>
-bool accepted(const onnx::ModelProto& model, const std::string& root,
-              const rewrite::options_of<R>& own) {
-  return !refused<R>(model, root, own);
+bool accepted(const graph& g, const std::string& root, const rewrite::options_of<R>& own) {
+  return !refused<R>(g, root, own);
 }
 
 // How near a written graph is to one the rule accepts, nearest least: first how far it is from
@@ -1678,9 +1687,9 @@ template <class R>
 closeness closeness_of(const onnx::ModelProto& model, const std::string& root,
                        const rewrite::options_of<R>& own) {
   constexpr std::size_t far = std::numeric_limits<std::size_t>::max();
-  closeness c{.unsettled = unsettled(model)};
-  if (c.unsettled > 0) return {c.unsettled, 2, far, far};
   const graph g(model);
+  closeness c{.unsettled = unsettled(model, g)};
+  if (c.unsettled > 0) return {c.unsettled, 2, far, far};
   const node_id at = g.producer(*g.find_value(root));
   if (at == no_id) return {c.unsettled, 2, far, far};
   pattern::explanation why;
@@ -1732,7 +1741,7 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
       m.mutable_graph()->add_output()->set_name(root.name);
       for (const build::value& v : s.extra_outputs)
         m.mutable_graph()->add_output()->set_name(v.name);
-      return refused<R>(m, root.name, own);
+      return refused<R>(graph(m), root.name, own);
     });
   built out;
   for (const view& v : s.views) out.views.push_back(v.choice);
@@ -1961,25 +1970,21 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     std::vector<detail::leaf_form> winner;
     // Its choices' combination may write an op its opset does not have, or ops that cannot run
     // on what they read (which another leaf shape may mend): no model to judge, and no instance.
-    std::string no_model = detail::no_model(b.model);
-    bool found = no_model.empty() && detail::accepted<R>(b.model, b.root, own);
+    const auto judge = [&](const detail::built& written, std::string& no_model) {
+      const graph g(written.model);
+      no_model = detail::no_model(written.model, g);
+      return no_model.empty() && detail::accepted<R>(g, written.root, own);
+    };
+    std::string no_model;
+    bool found = judge(b, no_model);
     const bool too_new = !detail::too_new_op(b.model).empty();
     const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
     for (std::size_t k = 1; !found && !too_new && k < searches.size(); ++k) {
-      // While no shape made a model, a shape is first built with its views as first derived:
-      // most do not mend what cannot run, and searching their views is the cost.
-      if (!no_model.empty()) {
-        plan.begin(planner::mode::replay, sequence);
-        std::size_t no_view_search = 0;
-        if (!detail::no_model(
-                 detail::build<R>(plan, o, own, searches[k], -1, {}, &no_view_search).model)
-                 .empty())
-          continue;
-      }
       plan.begin(planner::mode::replay, sequence);
       detail::built next = detail::build<R>(plan, o, own, searches[k], -1, {}, &view_graphs_left);
-      if (!detail::no_model(next.model).empty()) continue;
-      found = detail::accepted<R>(next.model, next.root, own);
+      std::string next_no_model;
+      found = judge(next, next_no_model);
+      if (!next_no_model.empty()) continue;
       // The first shapes that make a model are the instance's, refused or not.
       if (found || !no_model.empty()) {
         b = std::move(next);
@@ -2087,12 +2092,18 @@ result check(const options& o, const rewrite::options_of<R>& own) {
         m.file = keep("mutant_" + std::to_string(out.mutants.size()), b.model, fused);
         m.ok = true;  // unless ONNX Runtime finds it computes something else
       } else {
-        for (const rewrite::near_miss& n : r.near_misses)
-          if (n.rule == R::name && n.reason.find(m.expect) != std::string::npos) {
-            m.near_miss = n.reason;
-            m.ok = true;
-          }
-        if (!m.ok && !r.near_misses.empty()) m.near_miss = r.near_misses.front().reason;
+        // The reason given where the mutant's root is: the driver explains every anchor, and
+        // another MatMul of the graph is no attention's root for reasons of its own.
+        const graph g(b.model);
+        const node_id root = g.producer(*g.find_value(b.root));
+        m.near_miss = detail::reason_at(r, g.describe(root));
+        m.ok = m.near_miss.find(m.expect) != std::string::npos;
+        m.held_by_another = !m.ok && pattern::match(R::pattern, g, root);
+        m.ok = m.ok || m.held_by_another;
+        if (!o.write_to.empty())
+          save_model(
+              {.proto = b.model, .path = {}},
+              o.write_to / ("refused_mutant_" + std::to_string(out.mutants.size()) + ".onnx"));
       }
       out.mutants.push_back(std::move(m));
     }
