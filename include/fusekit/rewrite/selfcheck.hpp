@@ -90,10 +90,14 @@ struct options {
   // leaf shape tried (a pattern of a dozen views at once would otherwise take hours).
   std::size_t view_graphs = 2048;
   // The search for alternatives that fuse only beside others: the choices it changes, one at a
-  // time, for each, and the graphs it measures in all (each is built, not judged with its views
-  // searched; a large pattern's few dozen alternatives would otherwise take many minutes).
+  // time, for each, the graphs it measures in all (shared out among the alternatives it seeks),
+  // and the graphs each measure may judge while its open views are searched (a neighbour whose
+  // views must be derived anew, repeat_kv's beside a v that is no longer merged, is no nearer on
+  // its first candidates; a large pattern's few dozen alternatives with a full search each would
+  // take many minutes).
   std::size_t descent_steps = 16;
   std::size_t descent_graphs = 4096;
+  std::size_t descent_view_graphs = 32;
   // The shape of each leaf input, unless the pattern asks for another rank.
   std::vector<std::int64_t> shape{2, 3, 8};
   // The instances' float types and opsets: alternatives like the pattern's own.
@@ -2026,21 +2030,27 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   // ask the same of kᵀ, of v and of the probabilities) is left uncovered by rounds that choose
   // apart. From the pattern at its plainest holding it, then from the last choices that held it:
   // one other choice changed at a time, the change kept that brings the graph nearest to one the
-  // rule accepts (detail::closeness, its views as first derived), until the rule accepts it or no
-  // change comes nearer; then that graph is an instance like any other.
-  std::size_t descent_graphs_left = o.descent_graphs;
+  // rule accepts (detail::closeness, its views searched a little: accepted where that search
+  // finds views the rule takes, else as first derived), the first change found nearer, until the
+  // rule accepts it or no change comes nearer; then that graph is an instance like any other.
+  // Each alternative sought has its share of the graphs: the first ones sought would otherwise
+  // spend them all.
+  std::size_t descent_graphs_left = 0;
   const auto measure = [&](const planner::choices& picks) {
     descent_graphs_left -= std::min<std::size_t>(descent_graphs_left, 1);
     plan.begin(planner::mode::keyed, {}, picks);
-    std::size_t no_view_search = 0;
-    const detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &no_view_search);
+    std::size_t view_graphs = o.descent_view_graphs;
+    const detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &view_graphs);
     return std::pair{detail::closeness_of<R>(b.model, b.root, own), plan.taken_choices()};
   };
+  const auto sought = plan.uncovered_choices();
+  const std::size_t share = o.descent_graphs / std::max<std::size_t>(1, 2 * sought.size());
   // Named, not bound: clang before 16 cannot capture a structured binding in a lambda.
-  for (const auto& uncovered : plan.uncovered_choices())
+  for (const auto& uncovered : sought)
     for (const auto& alternative = uncovered.first;
          const planner::choices& start : {planner::choices{{alternative}}, uncovered.second}) {
-      if (plan.covered(alternative) || start.empty() || descent_graphs_left == 0) continue;
+      if (plan.covered(alternative) || start.empty()) continue;
+      descent_graphs_left = share;
       // Whether a graph holds the alternative: one that does not (the select's fill, gone with
       // the select) is no way to it.
       const auto holds = [&](const planner::choices& picks) {
@@ -2056,14 +2066,15 @@ result check(const options& o, const rewrite::options_of<R>& own) {
         std::optional<std::pair<detail::closeness, planner::choices>> nearest;
         for (const auto& [where, pick] : picks) {
           if (where == alternative.first) continue;
-          for (int k = 0; k < int(plan.alternatives_at(where)) && descent_graphs_left > 0; ++k) {
+          for (int k = 0;
+               k < int(plan.alternatives_at(where)) && descent_graphs_left > 0 && !nearest; ++k) {
             if (k == pick) continue;
             planner::choices next = picks;
             next[where] = k;
             auto tried = measure(next);
-            if (!holds(tried.second)) continue;
-            if (tried.first < (nearest ? nearest->first : nearness)) nearest = std::move(tried);
+            if (holds(tried.second) && tried.first < nearness) nearest = std::move(tried);
           }
+          if (nearest) break;
         }
         if (!nearest) break;
         std::tie(nearness, picks) = std::move(*nearest);
