@@ -23,6 +23,7 @@
 //   static constexpr auto sources = pattern::sources(source<"positions">(written<positions>));
 #pragma once
 
+#include <string>
 #include <string_view>
 #include <tuple>
 
@@ -46,8 +47,17 @@ struct source_factory {
 template <fixed_string Name>
 inline constexpr source_factory<Name> source{};
 
+// Where a source chooses between what it writes (any_of(any(), written<W>)), the choice names it:
+// W::text, or "a value the rule writes".
 template <class W>
-struct written_t {};
+struct written_t {
+  void describe(std::string& out) const {
+    if constexpr (requires { std::string_view(W::text); })
+      out += W::text;
+    else
+      out += "a value the rule writes";
+  }
+};
 template <class W>
 inline constexpr written_t<W> written{};
 

@@ -599,6 +599,9 @@ class writer {
   // Dim `axis` (negative: from the last) of a capture already written, as the facts prove it;
   // an error where it is not written yet or not a number.
   std::int64_t dim(std::string_view capture, int axis) const;
+  // The same, nullopt where the capture, written, has no such dim proven a number (a leaf the
+  // shape search made a scalar): a source that can do without writes something else then.
+  std::optional<std::int64_t> proven_dim(std::string_view capture, int axis) const;
   // Whether a capture is written already (which of two branches the instance took).
   bool written(std::string_view capture) const { return s_.bound.contains(capture); }
   // The number a capture already written holds; an error where it is not written yet or holds
@@ -1203,19 +1206,24 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> candidates_of(state
   return dims ? view_candidates(v.op, *dims, s.o.shape) : std::vector<std::vector<std::int64_t>>{};
 }
 
-FUSEKIT_ENGINE_INLINE std::int64_t writer::dim(std::string_view capture, int axis) const {
+FUSEKIT_ENGINE_INLINE std::optional<std::int64_t> writer::proven_dim(std::string_view capture,
+                                                                     int axis) const {
   const auto bound = s_.bound.find(capture);
+  if (bound == s_.bound.end())
+    throw error("selfcheck: a written source reads dim " + std::to_string(axis) + " of '" +
+                std::string(capture) + "', which is not written before it");
   const onnx::ModelProto m = s_.b.build();
-  const auto dims =
-      bound == s_.bound.end() ? std::nullopt : static_dims(graph(m), bound->second.name);
+  const auto dims = static_dims(graph(m), bound->second.name);
   const std::int64_t rank = dims ? std::int64_t(dims->size()) : 0;
   const std::int64_t at = axis < 0 ? rank + axis : axis;
-  if (at < 0 || at >= rank)
-    throw error("selfcheck: a written source reads dim " + std::to_string(axis) + " of '" +
-                std::string(capture) + "', " +
-                (bound == s_.bound.end() ? std::string("which is not written before it")
-                                         : "which has no such dim proven a number"));
+  if (at < 0 || at >= rank) return std::nullopt;
   return (*dims)[std::size_t(at)];
+}
+
+FUSEKIT_ENGINE_INLINE std::int64_t writer::dim(std::string_view capture, int axis) const {
+  if (const auto size = proven_dim(capture, axis)) return *size;
+  throw error("selfcheck: a written source reads dim " + std::to_string(axis) + " of '" +
+              std::string(capture) + "', which has no such dim proven a number");
 }
 
 FUSEKIT_ENGINE_INLINE double writer::scalar(std::string_view capture) const {
@@ -2057,30 +2065,45 @@ result check(const options& o, const rewrite::options_of<R>& own) {
         const auto held = picks.find(alternative.first);
         return held != picks.end() && held->second == alternative.second;
       };
-      auto [nearness, picks] = measure(start);
+      // Named, not bound: the tries below capture them.
+      auto measured = measure(start);
+      detail::closeness& nearness = measured.first;
+      planner::choices& picks = measured.second;
       if (!holds(picks)) nearness = detail::closeness::farthest();
-      bool moved = false;
       for (std::size_t step = 0;
            nearness != detail::closeness{} && step < o.descent_steps && descent_graphs_left > 0;
            ++step) {
         std::optional<std::pair<detail::closeness, planner::choices>> nearest;
-        for (const auto& [where, pick] : picks) {
-          if (where == alternative.first) continue;
-          for (int k = 0;
-               k < int(plan.alternatives_at(where)) && descent_graphs_left > 0 && !nearest; ++k) {
-            if (k == pick) continue;
-            planner::choices next = picks;
-            next[where] = k;
-            auto tried = measure(next);
-            if (holds(tried.second) && tried.first < nearness) nearest = std::move(tried);
-          }
-          if (nearest) break;
-        }
+        // The changes that alone make the graph further from a model: a pair of them may agree.
+        std::vector<std::pair<detail::point_key, int>> breaking;
+        const auto tries = [&](const planner::choices& next, auto changed) {
+          if (descent_graphs_left == 0 || nearest) return;
+          auto tried = measure(next);
+          if (!holds(tried.second)) return;
+          if (tried.first < nearness)
+            nearest = std::move(tried);
+          else if (tried.first.unsettled > nearness.unsettled)
+            changed();
+        };
+        for (const auto& held : picks)
+          for (int k = 0; k < int(plan.alternatives_at(held.first)); ++k)
+            if (held.first != alternative.first && k != held.second) {
+              planner::choices next = picks;
+              next[held.first] = k;
+              tries(next, [&] { breaking.emplace_back(held.first, k); });
+            }
+        for (std::size_t a = 0; a < breaking.size(); ++a)
+          for (std::size_t b = a + 1; b < breaking.size(); ++b)
+            if (breaking[a].first != breaking[b].first) {
+              planner::choices next = picks;
+              next[breaking[a].first] = breaking[a].second;
+              next[breaking[b].first] = breaking[b].second;
+              tries(next, [] {});
+            }
         if (!nearest) break;
         std::tie(nearness, picks) = std::move(*nearest);
-        moved = true;
       }
-      if (moved || nearness == detail::closeness{}) attempt(planner::mode::keyed, picks);
+      if (holds(picks)) attempt(planner::mode::keyed, picks);
     }
   for (std::size_t k = 0; k < o.cases; ++k) attempt(planner::mode::random);
   out.alternatives = plan.alternatives();

@@ -58,6 +58,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "attention_probabilities.hpp"
@@ -149,10 +150,28 @@ struct fill_written {
                                                : -std::numeric_limits<double>::infinity()});
   }
 };
+// A select's condition as a model input, or causality as exporters write it: a constant true
+// exactly where key j ≤ query i (keep), or j > i (hide), over the scores' last two dims. Soft-
+// capped scores fuse only so (GroupQueryAttention takes causal blocks alone).
+template <bool Keep>
+struct causal_written {
+  static constexpr std::string_view text = Keep ? "causal, j ≤ i" : "causal, j > i";
+  static auto write(auto& w) {
+    const auto queries = w.proven_dim("q", -2), keys = w.proven_dim("kt_value", -1);
+    // q or kᵀ of fewer dims: no attention, and no triangle to write.
+    if (!queries || !keys) return w.input(dtype::boolean, {});
+    std::vector<double> visible;
+    for (std::int64_t i = 0; i < *queries; ++i)
+      for (std::int64_t j = 0; j < *keys; ++j) visible.push_back((j <= i) == Keep ? 1 : 0);
+    return w.initializer(dtype::boolean, {*queries, *keys}, visible);
+  }
+};
 inline constexpr auto read_beyond =
     merges_read + sources(source<"cap_inverse">(written<cap_inverse_written>),
                           source<"cap_out">(written<cap_out_written>),
-                          source<"fill">(written<fill_written>));
+                          source<"fill">(written<fill_written>),
+                          source<"keep">(any_of(any(), written<causal_written<true>>)),
+                          source<"hide">(any_of(any(), written<causal_written<false>>)));
 inline constexpr auto scored = any_of(logits, soft_capped);
 // What exporters add to the scores: a bias before the mask (Bloom's ALiBi, added by baddbmm to
 // the 3-D scores), then the mask: an additive one (Where(bool, 0, −inf|finfo.min) or a model
