@@ -2076,21 +2076,20 @@ result check(const options& o, const rewrite::options_of<R>& own) {
         std::optional<std::pair<detail::closeness, planner::choices>> nearest;
         // The changes that alone make the graph further from a model: a pair of them may agree.
         std::vector<std::pair<detail::point_key, int>> breaking;
-        const auto tries = [&](const planner::choices& next, auto changed) {
-          if (descent_graphs_left == 0 || nearest) return;
+        // Whether the change alone made the graph further from a model.
+        const auto tries = [&](const planner::choices& next) {
+          if (descent_graphs_left == 0 || nearest) return false;
           auto tried = measure(next);
-          if (!holds(tried.second)) return;
-          if (tried.first < nearness)
-            nearest = std::move(tried);
-          else if (tried.first.unsettled > nearness.unsettled)
-            changed();
+          if (!holds(tried.second)) return false;
+          if (tried.first < nearness) nearest = std::move(tried);
+          return !nearest && tried.first.unsettled > nearness.unsettled;
         };
-        for (const auto& held : picks)
-          for (int k = 0; k < int(plan.alternatives_at(held.first)); ++k)
-            if (held.first != alternative.first && k != held.second) {
+        for (const auto& [where, pick] : picks)
+          for (int k = 0; k < int(plan.alternatives_at(where)); ++k)
+            if (where != alternative.first && k != pick) {
               planner::choices next = picks;
-              next[held.first] = k;
-              tries(next, [&] { breaking.emplace_back(held.first, k); });
+              next[where] = k;
+              if (tries(next)) breaking.emplace_back(where, k);
             }
         for (std::size_t a = 0; a < breaking.size(); ++a)
           for (std::size_t b = a + 1; b < breaking.size(); ++b)
@@ -2098,7 +2097,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
               planner::choices next = picks;
               next[breaking[a].first] = breaking[a].second;
               next[breaking[b].first] = breaking[b].second;
-              tries(next, [] {});
+              tries(next);
             }
         if (!nearest) break;
         std::tie(nearness, picks) = std::move(*nearest);
