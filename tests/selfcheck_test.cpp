@@ -471,6 +471,47 @@ TEST(Selfcheck, CountsACombinationTheGuardRefusesAsNoFailure) {
             "mutants: 0 refused and named\n");
 }
 
+// Relu(x) or Sigmoid(x), written again; Sigmoid only where the options ask for it. Their refusal
+// is the options' alone (no_with_these_options), or, mistakenly, a plain no.
+struct activation_options {
+  bool sigmoid = false;
+  bool refusal_is_the_options = true;
+};
+struct relu_or_sigmoid {
+  static constexpr std::string_view name = "relu-or-sigmoid";
+  using options = activation_options;
+  static constexpr auto pattern =
+      any_of(op<"Relu">(capture<"x">), op<"Sigmoid">(capture<"x">).bind<"sigmoid">());
+  static verdict guard(const fusekit::graph&, const auto& m, const options& o) {
+    if (!has<"sigmoid">(m) || o.sigmoid) return verdict::yes();
+    const std::string why = "Sigmoid is fused only with options::sigmoid";
+    return o.refusal_is_the_options ? verdict::no_with_these_options(why) : verdict::no(why);
+  }
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e,
+                   const options&) {
+    e.replace_root(e.op(has<"sigmoid">(m) ? "Sigmoid" : "Relu", {e.value(get<"x">(m))}));
+  }
+};
+
+TEST(Selfcheck, CountsAnAlternativeTheOptionsRefuseAsNoGap) {
+  const auto r = fusekit::selfcheck::check<relu_or_sigmoid>(with_runtime("relu_or_sigmoid"), {});
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_TRUE(r.uncovered.empty());
+  EXPECT_EQ(r.refused_by_options,
+            std::vector<std::string>{"any_of(Relu(x), Sigmoid[@sigmoid](x)) branch: 2 of 2: "
+                                     "Sigmoid is fused only with options::sigmoid"});
+  // With the options that take it, it is covered like any other.
+  const auto all =
+      fusekit::selfcheck::check<relu_or_sigmoid>(with_runtime("relu_or_sigmoid_all"), {true});
+  EXPECT_TRUE(all.ok()) << all.to_table();
+  EXPECT_TRUE(all.refused_by_options.empty());
+  // The same refusal as a plain no is a gap: the guard may have refused for the graph's sake.
+  const auto plain = fusekit::selfcheck::check<relu_or_sigmoid>(
+      with_runtime("relu_or_sigmoid_plain"), {.refusal_is_the_options = false});
+  EXPECT_FALSE(plain.ok());
+  EXPECT_EQ(plain.uncovered.size(), 1u);
+}
+
 // exp(−x) and exp(y) of graph inputs. A mutant whose Neg is read outside the pattern leaves the
 // Neg's branch, and the other holds the graph (the Neg's output as y): that alternative's guard
 // refuses it in its own words, which need not name the broken predicate.

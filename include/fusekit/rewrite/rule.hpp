@@ -64,13 +64,18 @@ struct options {
   }
 };
 
-// A guard's answer: yes, or no with the reason a user will read in the report.
+// A guard's answer: yes, or no with the reason a user will read in the report. A no the rule's
+// options decide alone, whatever the graph holds beyond what the pattern matched
+// (no_with_these_options: soft-capped scores, which no op of target onnx computes alike on every
+// runtime), tells selfcheck that the alternative these options refuse is no gap in its cover.
 struct verdict {
   bool ok = true;
   std::string reason{};
+  bool by_options = false;
 
   static verdict yes() { return {}; }
   static verdict no(std::string why) { return {false, std::move(why)}; }
+  static verdict no_with_these_options(std::string why) { return {false, std::move(why), true}; }
   explicit operator bool() const { return ok; }
 };
 

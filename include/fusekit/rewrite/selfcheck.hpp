@@ -48,6 +48,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <optional>
@@ -118,6 +119,9 @@ struct instance {
   // Refused, though every alternative it holds fused in another instance: a combination the
   // guard refuses and the pattern cannot say (a view on one product and not on the other).
   bool combination = false;
+  // Refused for the rule's options alone (verdict::no_with_these_options), holding an alternative
+  // no instance fused: that alternative is what these options refuse.
+  bool by_options = false;
   std::string file;    // its name under write_to
   std::string parity;  // "ok", "differs: …", "failed: …", "not run: …", or "" (not asked)
 };
@@ -141,6 +145,9 @@ struct result {
   std::vector<mutant> mutants;
   // Alternatives that no instance fused, with the reason of the last refusal.
   std::vector<std::string> uncovered;
+  // Alternatives the rule's options refuse (verdict::no_with_these_options), with the reason: no
+  // gap in the cover, and no failure.
+  std::vector<std::string> refused_by_options;
   std::size_t alternatives = 0;
   // Graphs written that were no model (detail::no_model): no instances.
   std::size_t no_models = 0;
@@ -151,7 +158,8 @@ struct result {
     // Asked for, parity is proven or the check fails: an instance ONNX Runtime could not run is
     // not one that computes the same.
     for (const instance& i : instances)
-      if ((!i.fused && !i.combination) || (i.fused && parity_checked && i.parity != "ok"))
+      if ((!i.fused && !i.combination && !i.by_options) ||
+          (i.fused && parity_checked && i.parity != "ok"))
         return false;
     for (const mutant& m : mutants)
       if (!m.ok) return false;
@@ -179,8 +187,10 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
     guarded += m.ok && !m.fused && m.held_by_another;
   }
   out << rule << ": " << (ok() ? "ok" : "FAILED") << "; " << fused << " of " << instances.size()
-      << " instances fused, " << alternatives - uncovered.size() << " of " << alternatives
-      << " alternatives covered";
+      << " instances fused, " << alternatives - uncovered.size() - refused_by_options.size()
+      << " of " << alternatives << " alternatives covered";
+  if (!refused_by_options.empty())
+    out << " (" << refused_by_options.size() << " refused by these options)";
   if (combinations)
     out << " (" << combinations << " refused combining alternatives that fused apart)";
   if (no_models)
@@ -193,10 +203,12 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
   if (absorbed) out << ", " << absorbed << " fused by another alternative";
   if (guarded) out << ", " << guarded << " held by another alternative, whose guard refused it";
   out << "\n";
+  for (std::size_t k = 0; k < refused_by_options.size() && k < most; ++k)
+    out << "  refused by these options: " << refused_by_options[k] << "\n";
   std::vector<std::string> failures;
   for (const std::string& u : uncovered) failures.push_back("not covered: " + u);
   for (const instance& i : instances) {
-    if (!i.fused && !i.combination)
+    if (!i.fused && !i.combination && !i.by_options)
       failures.push_back("instance [" + i.choices + "] did not fuse: " + i.reason);
     if (!i.parity.empty() && i.parity != "ok")
       failures.push_back("instance [" + i.choices + "] parity: " + i.parity);
@@ -365,7 +377,16 @@ class planner {
     for (const auto& [where, p] : points_) n += p.alternatives;
     return n;
   }
+  // An alternative no instance fused that the rule's options refuse (verdict::
+  // no_with_these_options): no longer uncovered.
+  void refused_by_options(const std::pair<point_key, int>& alternative, std::string why) {
+    by_options_[alternative] = std::move(why);
+  }
+  bool refused_by_options(const std::pair<point_key, int>& alternative) const {
+    return by_options_.contains(alternative);
+  }
   std::vector<std::string> uncovered() const;
+  std::vector<std::string> refused_by_options() const;
   std::string describe_taken() const;
 
  private:
@@ -415,6 +436,7 @@ class planner {
   std::map<std::pair<point_key, int>, int> failures_, joint_failures_;
   std::map<std::pair<point_key, int>, std::string> last_refusal_;
   std::map<std::pair<point_key, int>, choices> last_refused_choices_;
+  std::map<std::pair<point_key, int>, std::string> by_options_;
 };
 
 #if FUSEKIT_ENGINE_DEFINITIONS
@@ -428,11 +450,18 @@ FUSEKIT_ENGINE_INLINE std::string planner::describe_taken() const {
   return out;
 }
 
+FUSEKIT_ENGINE_INLINE std::vector<std::string> planner::refused_by_options() const {
+  std::vector<std::string> out;
+  for (const auto& [alternative, why] : by_options_)
+    out.push_back(alternative_text(points_.at(alternative.first), alternative.second) + ": " + why);
+  return out;
+}
+
 FUSEKIT_ENGINE_INLINE std::vector<std::string> planner::uncovered() const {
   std::vector<std::string> out;
   for (const auto& [where, p] : points_)
     for (std::size_t k = 0; k < p.alternatives; ++k)
-      if (!covered_.contains({where, int(k)})) {
+      if (!covered_.contains({where, int(k)}) && !by_options_.contains({where, int(k)})) {
         const auto why = last_refusal_.find({where, int(k)});
         out.push_back(alternative_text(p, int(k)) +
                       (why == last_refusal_.end() ? "" : ": " + why->second));
@@ -476,6 +505,7 @@ struct view {
 struct refusal {
   std::string reason;
   std::string node;
+  bool by_options = false;  // verdict::no_with_these_options
 };
 // The first node a guard's reason names ('Slice_5'): the check that failed is about it.
 inline std::string first_named(const std::string& reason) {
@@ -1674,7 +1704,7 @@ std::optional<refusal> refused(const graph& g, const std::string& root,
     return refusal{why.message, why.failing_node == no_id ? first_named(why.message)
                                                           : g.node(why.failing_node).name()};
   if (rewrite::verdict v = rewrite::guard_of<R>(g, m, own); !v)
-    return refusal{v.reason, first_named(v.reason)};
+    return refusal{v.reason, first_named(v.reason), v.by_options};
   return std::nullopt;
 }
 template <class R>
@@ -1957,6 +1987,10 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   };
   std::vector<fused_instance> to_mutate;
   std::vector<std::vector<std::pair<detail::point_key, int>>> held;  // each instance's choices
+  // The choices of the first instance fused into each form, the kinds of op its fusion brought
+  // in (MultiHeadAttention, or GroupQueryAttention): an alternative that fuses into one form
+  // alone (soft-capped scores, GroupQueryAttention's) is sought from there too.
+  std::map<std::set<std::string>, planner::choices> forms;
 
   const auto keep = [&](const std::string& stem, const onnx::ModelProto& before,
                         const onnx::ModelProto& after) {
@@ -2017,7 +2051,10 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     if (!i.fused) {
       const graph g(b.model);
       i.reason = detail::reason_at(r, g.describe(g.producer(*g.find_value(b.root))));
-      if (!found) i.reason += " (and with every leaf shape searched)";
+      const auto refusal = detail::refused<R>(g, b.root, own);
+      i.by_options = refusal && refusal->by_options;
+      // No leaf shape mends what the options refuse.
+      if (!found && !i.by_options) i.reason += " (and with every leaf shape searched)";
       plan.refused(i.reason);
       // Kept too, to see what the rule refused.
       if (!o.write_to.empty())
@@ -2025,6 +2062,11 @@ result check(const options& o, const rewrite::options_of<R>& own) {
                    o.write_to / ("refused_" + std::to_string(out.instances.size()) + ".onnx"));
     } else {
       plan.fused();
+      std::set<std::string> brought;
+      for (const rewrite::fusion& each : r.fusions)
+        for (const auto& added : each.added)
+          if (!each.removed.contains(added.first)) brought.insert(added.first);
+      forms.try_emplace(brought, plan.taken_choices());
       i.file = keep("instance_" + std::to_string(out.instances.size()), b.model, fused);
       if (mode != planner::mode::random) to_mutate.push_back({sequence, winner, b.views, b.sites});
     }
@@ -2034,15 +2076,33 @@ result check(const options& o, const rewrite::options_of<R>& own) {
 
   for (std::size_t k = 0; k == 0 || (plan.wants_more() && k < o.cover_rounds); ++k)
     attempt(planner::mode::cover);
+  // What the rule's options refuse: the one alternative no instance fused of an instance they
+  // refused, beside others that fused (or that the options refuse: the choices within
+  // soft-capped scores, once those are).
+  const auto refused_by_options = [&] {
+    for (bool more = true; more;) {
+      more = false;
+      for (std::size_t k = 0; k < out.instances.size(); ++k) {
+        if (!out.instances[k].by_options) continue;
+        std::vector<std::pair<detail::point_key, int>> open;
+        for (const auto& t : held[k])
+          if (!plan.covered(t) && !plan.refused_by_options(t)) open.push_back(t);
+        if (open.size() != 1) continue;
+        plan.refused_by_options(open.front(), out.instances[k].reason);
+        more = true;
+      }
+    }
+  };
+  refused_by_options();
   // An alternative that fuses only beside others it needs (q's heads merged into the batch axis
   // ask the same of kᵀ, of v and of the probabilities) is left uncovered by rounds that choose
-  // apart. From the pattern at its plainest holding it, then from the last choices that held it:
-  // one other choice changed at a time, the change kept that brings the graph nearest to one the
-  // rule accepts (detail::closeness, its views searched a little: accepted where that search
-  // finds views the rule takes, else as first derived), the first change found nearer, until the
-  // rule accepts it or no change comes nearer; then that graph is an instance like any other.
-  // Each alternative sought has its share of the graphs: the first ones sought would otherwise
-  // spend them all.
+  // apart. From each form the rule fused into with it put in, from the pattern at its plainest
+  // holding it, then from the last choices that held it: one other choice changed at a time, the
+  // change kept that brings the graph nearer to one the rule accepts (detail::closeness, its
+  // views searched a little: accepted where that search finds views the rule takes, else as
+  // first derived), the first change found nearer, until the rule accepts it or no change comes
+  // nearer; then that graph is an instance like any other. Each alternative sought has its part
+  // of the graphs left: the first ones sought would otherwise spend them all.
   std::size_t descent_graphs_left = 0;
   const auto measure = [&](const planner::choices& picks) {
     descent_graphs_left -= std::min<std::size_t>(descent_graphs_left, 1);
@@ -2051,62 +2111,104 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &view_graphs);
     return std::pair{detail::closeness_of<R>(b.model, b.root, own), plan.taken_choices()};
   };
-  const auto sought = plan.uncovered_choices();
-  const std::size_t share = o.descent_graphs / std::max<std::size_t>(1, 2 * sought.size());
-  // Named, not bound: clang before 16 cannot capture a structured binding in a lambda.
-  for (const auto& uncovered : sought)
-    for (const auto& alternative = uncovered.first;
-         const planner::choices& start : {planner::choices{{alternative}}, uncovered.second}) {
-      if (plan.covered(alternative) || start.empty()) continue;
-      descent_graphs_left = share;
-      // Whether a graph holds the alternative: one that does not (the select's fill, gone with
-      // the select) is no way to it.
-      const auto holds = [&](const planner::choices& picks) {
-        const auto held = picks.find(alternative.first);
-        return held != picks.end() && held->second == alternative.second;
+  // From `start`, toward a graph the rule accepts holding `alternative`; that graph, reached or
+  // not, is attempted.
+  const auto descent = [&](const std::pair<detail::point_key, int>& alternative,
+                           const planner::choices& start) {
+    // Whether a graph holds the alternative: one that does not (the select's fill, gone with
+    // the select) is no way to it.
+    const auto holds = [&](const planner::choices& picks) {
+      const auto held = picks.find(alternative.first);
+      return held != picks.end() && held->second == alternative.second;
+    };
+    // Named, not bound: the tries below capture them.
+    auto measured = measure(start);
+    detail::closeness& nearness = measured.first;
+    planner::choices& picks = measured.second;
+    if (!holds(picks)) nearness = detail::closeness::farthest();
+    for (std::size_t step = 0;
+         nearness != detail::closeness{} && step < o.descent_steps && descent_graphs_left > 0;
+         ++step) {
+      std::optional<std::pair<detail::closeness, planner::choices>> nearest;
+      using change = std::pair<detail::point_key, int>;
+      std::vector<change> singles;
+      // The changes that alone make the graph further from a model: a pair of them may agree.
+      std::vector<change> breaking;
+      // Pairs of those that agree and leave the graph as near as it was (k and v both read
+      // without a cache): a unit, which may need one more change beside it (a causal mask).
+      std::vector<std::pair<change, change>> units;
+      enum class tried_as { other, nearer, breaks, as_near };
+      const auto tries = [&](const planner::choices& next) {
+        if (descent_graphs_left == 0 || nearest) return tried_as::other;
+        auto tried = measure(next);
+        if (!holds(tried.second)) return tried_as::other;
+        if (tried.first < nearness) {
+          nearest = std::move(tried);
+          return tried_as::nearer;
+        }
+        if (tried.first.unsettled > nearness.unsettled) return tried_as::breaks;
+        return tried.first == nearness ? tried_as::as_near : tried_as::other;
       };
-      // Named, not bound: the tries below capture them.
-      auto measured = measure(start);
-      detail::closeness& nearness = measured.first;
-      planner::choices& picks = measured.second;
-      if (!holds(picks)) nearness = detail::closeness::farthest();
-      for (std::size_t step = 0;
-           nearness != detail::closeness{} && step < o.descent_steps && descent_graphs_left > 0;
-           ++step) {
-        std::optional<std::pair<detail::closeness, planner::choices>> nearest;
-        // The changes that alone make the graph further from a model: a pair of them may agree.
-        std::vector<std::pair<detail::point_key, int>> breaking;
-        // Whether the change alone made the graph further from a model.
-        const auto tries = [&](const planner::choices& next) {
-          if (descent_graphs_left == 0 || nearest) return false;
-          auto tried = measure(next);
-          if (!holds(tried.second)) return false;
-          if (tried.first < nearness) nearest = std::move(tried);
-          return !nearest && tried.first.unsettled > nearness.unsettled;
-        };
-        for (const auto& [where, pick] : picks)
-          for (int k = 0; k < int(plan.alternatives_at(where)); ++k)
-            if (where != alternative.first && k != pick) {
-              planner::choices next = picks;
-              next[where] = k;
-              if (tries(next)) breaking.emplace_back(where, k);
-            }
-        for (std::size_t a = 0; a < breaking.size(); ++a)
-          for (std::size_t b = a + 1; b < breaking.size(); ++b)
-            if (breaking[a].first != breaking[b].first) {
-              planner::choices next = picks;
-              next[breaking[a].first] = breaking[a].second;
-              next[breaking[b].first] = breaking[b].second;
-              tries(next);
-            }
-        if (!nearest) break;
-        std::tie(nearness, picks) = std::move(*nearest);
-      }
-      if (holds(picks)) attempt(planner::mode::keyed, picks);
+      const auto with = [&](std::initializer_list<change> changes) {
+        planner::choices next = picks;
+        for (const auto& [where, k] : changes) next[where] = k;
+        return next;
+      };
+      for (const auto& [where, pick] : picks)
+        for (int k = 0; k < int(plan.alternatives_at(where)); ++k)
+          if (where != alternative.first && k != pick) {
+            singles.emplace_back(where, k);
+            if (tries(with({singles.back()})) == tried_as::breaks)
+              breaking.push_back(singles.back());
+          }
+      for (std::size_t a = 0; a < breaking.size(); ++a)
+        for (std::size_t b = a + 1; b < breaking.size(); ++b)
+          if (breaking[a].first != breaking[b].first &&
+              tries(with({breaking[a], breaking[b]})) == tried_as::as_near)
+            units.emplace_back(breaking[a], breaking[b]);
+      for (const auto& [a, b] : units)
+        for (const change& c : singles)
+          if (c.first != a.first && c.first != b.first) tries(with({a, b, c}));
+      if (!nearest) break;
+      std::tie(nearness, picks) = std::move(*nearest);
     }
+    if (holds(picks)) attempt(planner::mode::keyed, picks);
+  };
+  const auto sought = plan.uncovered_choices();
+  // What is left of the graphs, shared among the alternatives still to seek: one reached at
+  // once, or by another's search, leaves its part to those after it.
+  std::size_t pool = o.descent_graphs;
+  for (std::size_t n = 0; n < sought.size(); ++n) {
+    const auto& alternative = sought[n].first;
+    std::size_t mine = pool / (sought.size() - n);
+    // First from each form the rule fused into, with the alternative in it (half the part among
+    // them: one that fuses there does so at once), then from the plainest and the last holding it,
+    // each with half of what is left.
+    std::vector<planner::choices> starts;
+    for (const auto& [form, picks] : forms) {
+      starts.push_back(picks);
+      starts.back()[alternative.first] = alternative.second;
+    }
+    starts.push_back(planner::choices{{alternative}});
+    starts.push_back(sought[n].second);
+    for (std::size_t k = 0; k < starts.size(); ++k) {
+      const planner::choices& start = starts[k];
+      refused_by_options();
+      if (plan.covered(alternative) || plan.refused_by_options(alternative) || start.empty())
+        continue;
+      descent_graphs_left = k < forms.size() ? std::max<std::size_t>(1, mine / (2 * forms.size()))
+                                             : (k + 1 < starts.size() ? mine / 2 : mine);
+      const std::size_t given = descent_graphs_left;
+      descent(alternative, start);
+      mine -= std::min(mine, given - descent_graphs_left);
+      pool -= std::min(pool, given - descent_graphs_left);
+    }
+  }
   for (std::size_t k = 0; k < o.cases; ++k) attempt(planner::mode::random);
+  refused_by_options();
   out.alternatives = plan.alternatives();
   out.uncovered = plan.uncovered();
+  out.refused_by_options = plan.refused_by_options();
   for (std::size_t k = 0; k < out.instances.size(); ++k)
     out.instances[k].combination = !out.instances[k].fused && plan.covers(held[k]);
 

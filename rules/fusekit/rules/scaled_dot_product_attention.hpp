@@ -285,10 +285,11 @@ rewrite::verdict soft_capping_refused(const graph& g, const M& m, const attentio
                            ", Gemma 2's attention logit "
                            "soft-capping): ";
   if (o.fused_target == fused::target::onnx)
-    return rewrite::verdict::no(what +
-                                "Attention-23's softcap is applied after the mask by ONNX Runtime "
-                                "1.23 and before it by later versions, so the fused model's "
-                                "outputs would depend on the runtime");
+    return rewrite::verdict::no_with_these_options(
+        what +
+        "Attention-23's softcap is applied after the mask by ONNX Runtime "
+        "1.23 and before it by later versions, so the fused model's "
+        "outputs would depend on the runtime");
   const group_query_choice c = group_query_of(g, m, o, call, causal_alone(g, m));
   if (c.kv_heads == 0)
     return rewrite::verdict::no(what +
