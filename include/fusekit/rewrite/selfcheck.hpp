@@ -2076,9 +2076,18 @@ result check(const options& o, const rewrite::options_of<R>& own) {
 
   for (std::size_t k = 0; k == 0 || (plan.wants_more() && k < o.cover_rounds); ++k)
     attempt(planner::mode::cover);
-  // What the rule's options refuse: the one alternative no instance fused of an instance they
-  // refused, beside others that fused (or that the options refuse: the choices within
-  // soft-capped scores, once those are).
+  // Whether every instance that meets the choice point `inner` holds `outer`: a choice made only
+  // within that alternative (the ops of soft-capped scores).
+  const auto within = [&](const detail::point_key& inner,
+                          const std::pair<detail::point_key, int>& outer) {
+    return std::all_of(held.begin(), held.end(), [&](const auto& taken) {
+      const auto meets = [&](const auto& t) { return t.first == inner; };
+      return std::none_of(taken.begin(), taken.end(), meets) ||
+             std::find(taken.begin(), taken.end(), outer) != taken.end();
+    });
+  };
+  // What the rule's options refuse: of an instance they refused, the one alternative no instance
+  // fused beside others that fused, with the choices made within it.
   const auto refused_by_options = [&] {
     for (bool more = true; more;) {
       more = false;
@@ -2086,10 +2095,17 @@ result check(const options& o, const rewrite::options_of<R>& own) {
         if (!out.instances[k].by_options) continue;
         std::vector<std::pair<detail::point_key, int>> open;
         for (const auto& t : held[k])
-          if (!plan.covered(t) && !plan.refused_by_options(t)) open.push_back(t);
-        if (open.size() != 1) continue;
-        plan.refused_by_options(open.front(), out.instances[k].reason);
-        more = true;
+          if (!plan.covered(t)) open.push_back(t);
+        for (const auto& outer : open)
+          if (std::all_of(open.begin(), open.end(),
+                          [&](const auto& t) { return t == outer || within(t.first, outer); })) {
+            for (const auto& t : open)
+              if (!plan.refused_by_options(t)) {
+                plan.refused_by_options(t, out.instances[k].reason);
+                more = true;
+              }
+            break;
+          }
       }
     }
   };
