@@ -119,8 +119,8 @@ struct instance {
   // Refused, though every alternative it holds fused in another instance: a combination the
   // guard refuses and the pattern cannot say (a view on one product and not on the other).
   bool combination = false;
-  // Refused for the rule's options alone (verdict::no_with_these_options), holding an alternative
-  // no instance fused: that alternative is what these options refuse.
+  // Refused for the rule's options alone (verdict::no_with_these_options): no failure; what it
+  // holds that no instance fused may be what these options refuse (result::refused_by_options).
   bool by_options = false;
   std::string file;    // its name under write_to
   std::string parity;  // "ok", "differs: …", "failed: …", "not run: …", or "" (not asked)
