@@ -58,6 +58,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <typeindex>
 #include <typeinfo>
 #include <unordered_map>
@@ -276,14 +277,21 @@ class planner {
     if (m != mode::replay) jointly_ = m == mode::cover && (rounds_++ % 2 == 1 || !wanted_alone());
   }
 
-  // `text` says what the choice is made in, `between` what its alternatives are.
-  template <class P>
-  int choose(const P&, std::size_t alternatives, const std::string& text,
-             std::string_view between) {
-    const auto [named, fresh] =
-        ids_.try_emplace({typeid(P), text + std::string(between)}, ids_.size());
-    const point_key where{named->second};
-    if (fresh) points_.emplace(where, point{alternatives, shortened(text) + std::string(between)});
+  // `text` says what the choice is made in, `between` what its alternatives are. Where `text` is
+  // what writes it, `p` is part of the rule's pattern, an object of static storage: its address
+  // names the point after the first meeting. The description (kilobytes at the root of a large
+  // pattern, written anew at each choice below it) took most of a check's time.
+  template <class P, class Text>
+  int choose(const P& p, std::size_t alternatives, const Text& text, std::string_view between) {
+    std::size_t id = 0;
+    if constexpr (std::is_invocable_v<const Text&>) {
+      const auto [known, first] = by_address_.try_emplace({&p, typeid(P)}, 0);
+      if (first) known->second = point_named(typeid(P), alternatives, text(), between);
+      id = known->second;
+    } else {
+      id = point_named(typeid(P), alternatives, text, between);
+    }
+    const point_key where{id};
     int pick = 0;
     if (mode_ == mode::replay) {
       pick = sequence_.size() < replay_.size() ? replay_[sequence_.size()] : 0;
@@ -393,6 +401,14 @@ class planner {
   static constexpr int tries_per_alternative = 3;
   static constexpr int joint_tries_per_alternative = 6;
 
+  std::size_t point_named(std::type_index type, std::size_t alternatives, const std::string& text,
+                          std::string_view between) {
+    const auto [named, fresh] = ids_.try_emplace({type, text + std::string(between)}, ids_.size());
+    if (fresh)
+      points_.emplace(point_key{named->second},
+                      point{alternatives, shortened(text) + std::string(between)});
+    return named->second;
+  }
   static bool below(const std::map<std::pair<point_key, int>, int>& failures,
                     const std::pair<point_key, int>& key, int tries) {
     const auto f = failures.find(key);
@@ -431,6 +447,7 @@ class planner {
     }
   };
   std::unordered_map<std::pair<std::type_index, std::string>, std::size_t, text_hash> ids_;
+  std::map<std::pair<const void*, std::type_index>, std::size_t> by_address_;
   std::map<point_key, point> points_;  // in the order the pattern's walk first meets them
   std::set<std::pair<point_key, int>> covered_;
   std::map<std::pair<point_key, int>, int> failures_, joint_failures_;
@@ -552,9 +569,14 @@ struct state {
 
   // Whether the next mutation site is the one to break; records what breaking it must say.
   // A source's predicates are no sites: what refuses a graph without them is the guard.
-  bool breaks(std::string what, std::string expect) {
+  // `what`: the predicate's text, or what writes it (only the mutated site's is read).
+  template <class What>
+  bool breaks(const What& what, std::string expect) {
     if (!sourcing.empty() || sites++ != mutate) return false;
-    broken = {std::move(what), std::move(expect)};
+    if constexpr (std::is_invocable_v<const What&>)
+      broken = {what(), std::move(expect)};
+    else
+      broken = {std::string(what), std::move(expect)};
     return true;
   }
 
@@ -859,9 +881,10 @@ template <class P, bool AnyCasts>
 struct gen<pattern::transparent_t<P, AnyCasts>> {
   static build::value make(const pattern::transparent_t<P, AnyCasts>& p, state& s, want w) {
     const build::value v = detail::make(p.inner, s, w);
-    if (s.plan.choose(p, 2, pattern::describe(p),
-                      AnyCasts ? " without | with a Cast to its own type"
-                               : " without | with an Identity") == 0)
+    if (s.plan.choose(
+            p, 2, [&] { return pattern::describe(p); },
+            AnyCasts ? " without | with a Cast to its own type" : " without | with an Identity") ==
+        0)
       return v;
     if constexpr (AnyCasts)
       return s.b.op("Cast", {v}, {{"to", w.type == dtype::undefined ? s.type : w.type}});
@@ -873,7 +896,9 @@ struct gen<pattern::transparent_t<P, AnyCasts>> {
 template <class P>
 struct gen<pattern::maybe_t<P>> {
   static build::value make(const pattern::maybe_t<P>& p, state& s, want w) {
-    if (s.plan.choose(p, 2, pattern::describe(p), " given | omitted") == 1) return {""};
+    if (s.plan.choose(
+            p, 2, [&] { return pattern::describe(p); }, " given | omitted") == 1)
+      return {""};
     return detail::make(p.inner, s, w);
   }
 };
@@ -883,7 +908,8 @@ struct gen<pattern::optional_t<Op, Bind>> {
   static build::value make(const pattern::optional_t<Op, Bind>& p, state& s, want w) {
     // Absent first: the first instance is the pattern at its plainest, the one most likely to
     // fuse before any alternative has, and the base the others are each tried beside.
-    if (s.plan.choose(p, 2, pattern::describe(p), " absent | present") == 0)
+    if (s.plan.choose(
+            p, 2, [&] { return pattern::describe(p); }, " absent | present") == 0)
       return detail::make(p.inner.inputs.head, s, w);
     return detail::make(p.inner, s, w);
   }
@@ -892,7 +918,8 @@ struct gen<pattern::optional_t<Op, Bind>> {
 template <pattern::fixed_string Bind, class... Alts>
 struct gen<pattern::any_of_t<Bind, Alts...>> {
   static build::value make(const pattern::any_of_t<Bind, Alts...>& p, state& s, want w) {
-    const int k = s.plan.choose(p, sizeof...(Alts), pattern::describe(p), " branch");
+    const int k = s.plan.choose(
+        p, sizeof...(Alts), [&] { return pattern::describe(p); }, " branch");
     return pick(p.alts, k, s, w);
   }
 
@@ -1614,7 +1641,8 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
       inputs<Spec>(p.inputs, s, in, args);
     }
     if constexpr (Commute) {
-      if (s.plan.choose(p, 2, pattern::describe(p), " operands as written | swapped") == 1)
+      if (s.plan.choose(
+              p, 2, [&] { return pattern::describe(p); }, " operands as written | swapped") == 1)
         std::swap(args[0], args[1]);
     }
     while (!args.empty() && args.back().name.empty()) args.pop_back();
@@ -1672,7 +1700,8 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     --s.depth;
     const build::value out = outs[p.slot];
     if (!root && p.policy == pattern::use_policy::contained &&
-        s.breaks("a reader outside the pattern of " + text_of(p), "is also read by"))
+        s.breaks([&] { return "a reader outside the pattern of " + text_of(p); },
+                 "is also read by"))
       s.read_outside.push_back(out);
     return out;
   }
