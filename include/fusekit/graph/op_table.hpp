@@ -34,23 +34,24 @@ constexpr std::optional<op_id> find_known_op(std::string_view domain, std::strin
 }
 
 // Known ops first, then whatever else a model uses, in order of first appearance: ids are
-// deterministic for a given model.
+// deterministic for a given model. The known ops' index is built once for every model: a graph is
+// made for each instance a rule's selfcheck judges, thousands of small ones.
 class op_interner {
  public:
-  op_interner();
-
   op_id intern(std::string_view domain, std::string_view name) {
     std::string k = key(canonical_domain(domain), name);
-    if (auto it = ids_.find(k); it != ids_.end()) return it->second;
+    if (auto it = known_ids().find(k); it != known_ids().end()) return it->second;
+    if (auto it = extra_ids_.find(k); it != extra_ids_.end()) return it->second;
     const op_id id = op_id(known_op_count + extra_.size());
     extra_.push_back({std::string(canonical_domain(domain)), std::string(name)});
-    ids_.emplace(std::move(k), id);
+    extra_ids_.emplace(std::move(k), id);
     return id;
   }
 
   std::optional<op_id> find(std::string_view domain, std::string_view name) const {
-    if (auto it = ids_.find(key(canonical_domain(domain), name)); it != ids_.end())
-      return it->second;
+    const std::string k = key(canonical_domain(domain), name);
+    if (auto it = known_ids().find(k); it != known_ids().end()) return it->second;
+    if (auto it = extra_ids_.find(k); it != extra_ids_.end()) return it->second;
     return std::nullopt;
   }
 
@@ -73,15 +74,21 @@ class op_interner {
     k += name;
     return k;
   }
+  static const std::unordered_map<std::string, op_id>& known_ids();
 
-  std::unordered_map<std::string, op_id> ids_;
+  std::unordered_map<std::string, op_id> extra_ids_;
   std::deque<entry> extra_;
 };
 
 #if FUSEKIT_ENGINE_DEFINITIONS
-FUSEKIT_ENGINE_INLINE op_interner::op_interner() {
-  for (std::size_t i = 0; i < known_op_count; ++i)
-    ids_.emplace(key(known_ops[i].domain, known_ops[i].name), op_id(i));
+FUSEKIT_ENGINE_INLINE const std::unordered_map<std::string, op_id>& op_interner::known_ids() {
+  static const std::unordered_map<std::string, op_id> ids = [] {
+    std::unordered_map<std::string, op_id> out;
+    for (std::size_t i = 0; i < known_op_count; ++i)
+      out.emplace(key(known_ops[i].domain, known_ops[i].name), op_id(i));
+    return out;
+  }();
+  return ids;
 }
 #endif
 
