@@ -2016,10 +2016,10 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   };
   std::vector<fused_instance> to_mutate;
   std::vector<std::vector<std::pair<detail::point_key, int>>> held;  // each instance's choices
-  // The choices of the first instance fused into each form, the kinds of op its fusion brought
-  // in (MultiHeadAttention, or GroupQueryAttention): an alternative that fuses into one form
-  // alone (soft-capped scores, GroupQueryAttention's) is sought from there too.
-  std::map<std::set<std::string>, planner::choices> forms;
+  // The choices of each instance fused into each form, the kinds of op its fusion brought in
+  // (MultiHeadAttention, or GroupQueryAttention): an alternative that fuses into one form alone
+  // (soft-capped scores, GroupQueryAttention's) is sought from there too.
+  std::map<std::set<std::string>, std::vector<planner::choices>> forms;
 
   const auto keep = [&](const std::string& stem, const onnx::ModelProto& before,
                         const onnx::ModelProto& after) {
@@ -2095,7 +2095,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
       for (const rewrite::fusion& each : r.fusions)
         for (const auto& added : each.added)
           if (!each.removed.contains(added.first)) brought.insert(added.first);
-      forms.try_emplace(brought, plan.taken_choices());
+      forms[brought].push_back(plan.taken_choices());
       i.file = keep("instance_" + std::to_string(out.instances.size()), b.model, fused);
       if (mode != planner::mode::random) to_mutate.push_back({sequence, winner, b.views, b.sites});
     }
@@ -2229,12 +2229,33 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     // First from each form the rule fused into, with the alternative in it (half the part among
     // them: one that fuses there does so at once), then from the plainest and the last holding it,
     // each with half of what is left.
+    // The alternative goes in with the choices it is made within (the soft cap's scale, only
+    // where the scores are capped): without them a form's graph does not hold it.
+    planner::choices enclosing{{alternative}};
+    for (const auto& t : sought[n].second)
+      if (t.first != alternative.first && within(alternative.first, t)) enclosing.insert(t);
+    // Of each form, the instance that holds most of those (the one already soft-capped, where
+    // an alternative within the cap is sought): the fewest changes from a graph the rule took.
+    const auto holding = [&](const planner::choices& picks) {
+      return std::count_if(enclosing.begin(), enclosing.end(), [&](const auto& t) {
+        const auto at = picks.find(t.first);
+        return at != picks.end() && at->second == t.second;
+      });
+    };
     std::vector<planner::choices> starts;
-    for (const auto& [form, picks] : forms) {
-      starts.push_back(picks);
-      starts.back()[alternative.first] = alternative.second;
+    // Starts one change from a graph the rule took: judged as they are first, their views and
+    // leaf shapes searched in full (a descent's measures search a few, and may leave a graph
+    // that fuses as written for a nearer-looking one that does not).
+    std::vector<bool> one_change;
+    for (const auto& [form, fused] : forms) {
+      const planner::choices& nearest =
+          *std::max_element(fused.begin(), fused.end(),
+                            [&](const auto& a, const auto& b) { return holding(a) < holding(b); });
+      one_change.push_back(holding(nearest) + 1 >= std::ptrdiff_t(enclosing.size()));
+      starts.push_back(nearest);
+      for (const auto& [where, k] : enclosing) starts.back()[where] = k;
     }
-    starts.push_back(planner::choices{{alternative}});
+    starts.push_back(enclosing);
     starts.push_back(sought[n].second);
     for (std::size_t k = 0; k < starts.size(); ++k) {
       const planner::choices& start = starts[k];
@@ -2244,6 +2265,10 @@ result check(const options& o, const rewrite::options_of<R>& own) {
       descent_graphs_left = k < forms.size() ? std::max<std::size_t>(1, mine / (2 * forms.size()))
                                              : (k + 1 < starts.size() ? mine / 2 : mine);
       const std::size_t given = descent_graphs_left;
+      if (k < one_change.size() && one_change[k]) {
+        attempt(planner::mode::keyed, start);
+        if (plan.covered(alternative)) continue;
+      }
       descent(alternative, start);
       mine -= std::min(mine, given - descent_graphs_left);
       pool -= std::min(pool, given - descent_graphs_left);
