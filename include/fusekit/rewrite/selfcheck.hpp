@@ -277,20 +277,25 @@ class planner {
     if (m != mode::replay) jointly_ = m == mode::cover && (rounds_++ % 2 == 1 || !wanted_alone());
   }
 
-  // `text` says what the choice is made in, `between` what its alternatives are. Where `text` is
-  // what writes it, `p` is part of the rule's pattern, an object of static storage: its address
-  // names the point after the first meeting. The description (kilobytes at the root of a large
-  // pattern, written anew at each choice below it) took most of a check's time.
-  template <class P, class Text>
-  int choose(const P& p, std::size_t alternatives, const Text& text, std::string_view between) {
-    std::size_t id = 0;
-    if constexpr (std::is_invocable_v<const Text&>) {
-      const auto [known, first] = by_address_.try_emplace({&p, typeid(P)}, 0);
-      if (first) known->second = point_named(typeid(P), alternatives, text(), between);
-      id = known->second;
-    } else {
-      id = point_named(typeid(P), alternatives, text, between);
-    }
+  // `text` says what the choice is made in, `between` what its alternatives are.
+  template <class P>
+  int choose(const P&, std::size_t alternatives, const std::string& text,
+             std::string_view between) {
+    return choose_at(point_named(typeid(P), alternatives, text, between), alternatives);
+  }
+  // A choice in `p`, part of the rule's pattern (an object of static storage), described by the
+  // pattern's own text: the description (kilobytes at the root of a large pattern, written anew
+  // at each choice below it) took most of a check's time, and the part's address names the point
+  // after the first meeting.
+  template <class P>
+  int choose(const P& p, std::size_t alternatives, std::string_view between) {
+    const auto [known, first] = by_address_.try_emplace({&p, typeid(P)}, 0);
+    if (first) known->second = point_named(typeid(P), alternatives, pattern::describe(p), between);
+    return choose_at(known->second, alternatives);
+  }
+
+ private:
+  int choose_at(std::size_t id, std::size_t alternatives) {
     const point_key where{id};
     int pick = 0;
     if (mode_ == mode::replay) {
@@ -327,6 +332,7 @@ class planner {
     return pick;
   }
 
+ public:
   const std::vector<int>& sequence() const { return sequence_; }
   bool covers(const std::vector<std::pair<point_key, int>>& taken) const {
     return std::all_of(taken.begin(), taken.end(),
@@ -881,10 +887,9 @@ template <class P, bool AnyCasts>
 struct gen<pattern::transparent_t<P, AnyCasts>> {
   static build::value make(const pattern::transparent_t<P, AnyCasts>& p, state& s, want w) {
     const build::value v = detail::make(p.inner, s, w);
-    if (s.plan.choose(
-            p, 2, [&] { return pattern::describe(p); },
-            AnyCasts ? " without | with a Cast to its own type" : " without | with an Identity") ==
-        0)
+    if (s.plan.choose(p, 2,
+                      AnyCasts ? " without | with a Cast to its own type"
+                               : " without | with an Identity") == 0)
       return v;
     if constexpr (AnyCasts)
       return s.b.op("Cast", {v}, {{"to", w.type == dtype::undefined ? s.type : w.type}});
@@ -896,9 +901,7 @@ struct gen<pattern::transparent_t<P, AnyCasts>> {
 template <class P>
 struct gen<pattern::maybe_t<P>> {
   static build::value make(const pattern::maybe_t<P>& p, state& s, want w) {
-    if (s.plan.choose(
-            p, 2, [&] { return pattern::describe(p); }, " given | omitted") == 1)
-      return {""};
+    if (s.plan.choose(p, 2, " given | omitted") == 1) return {""};
     return detail::make(p.inner, s, w);
   }
 };
@@ -908,8 +911,7 @@ struct gen<pattern::optional_t<Op, Bind>> {
   static build::value make(const pattern::optional_t<Op, Bind>& p, state& s, want w) {
     // Absent first: the first instance is the pattern at its plainest, the one most likely to
     // fuse before any alternative has, and the base the others are each tried beside.
-    if (s.plan.choose(
-            p, 2, [&] { return pattern::describe(p); }, " absent | present") == 0)
+    if (s.plan.choose(p, 2, " absent | present") == 0)
       return detail::make(p.inner.inputs.head, s, w);
     return detail::make(p.inner, s, w);
   }
@@ -918,8 +920,7 @@ struct gen<pattern::optional_t<Op, Bind>> {
 template <pattern::fixed_string Bind, class... Alts>
 struct gen<pattern::any_of_t<Bind, Alts...>> {
   static build::value make(const pattern::any_of_t<Bind, Alts...>& p, state& s, want w) {
-    const int k = s.plan.choose(
-        p, sizeof...(Alts), [&] { return pattern::describe(p); }, " branch");
+    const int k = s.plan.choose(p, sizeof...(Alts), " branch");
     return pick(p.alts, k, s, w);
   }
 
@@ -1641,9 +1642,7 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
       inputs<Spec>(p.inputs, s, in, args);
     }
     if constexpr (Commute) {
-      if (s.plan.choose(
-              p, 2, [&] { return pattern::describe(p); }, " operands as written | swapped") == 1)
-        std::swap(args[0], args[1]);
+      if (s.plan.choose(p, 2, " operands as written | swapped") == 1) std::swap(args[0], args[1]);
     }
     while (!args.empty() && args.back().name.empty()) args.pop_back();
     if (parts.has_axes) {
