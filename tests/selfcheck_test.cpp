@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fusekit/graph/facts.hpp"
@@ -594,6 +595,60 @@ TEST(Selfcheck, WritesAValueNoSchemaSaysAsTheRuleWritesIt) {
     EXPECT_STREQ(e.what(),
                  "selfcheck: a written source reads dim 0 of 'y', which is not written before it");
   }
+}
+
+// a · bᵀ with bᵀ given as it is read: a's dims with the last two exchanged, which no leaf shape
+// the search tries is. The rule writes bᵀ from a's dims, or, where bᵀ is written first (under a
+// Neg, an op, written before the leaf a), from the shape the search gives it as a leaf,
+// exchanged so.
+struct times_transposed_unsourced {
+  static constexpr std::string_view name = "times-transposed";
+  static constexpr auto pattern =
+      op<"MatMul">(capture<"a">, any_of(capture<"bt">, op<"Neg">(capture<"bt">).bind<"neg">()));
+  static verdict guard(const fusekit::graph& g, const auto& m) {
+    const fusekit::facts& f = fusekit::facts_of(g);
+    const fusekit::value_id a = get<"a">(m), bt = get<"bt">(m);
+    const auto rank = f.rank(a);
+    bool exchanged = rank && *rank >= 2 && f.rank(bt) == rank &&
+                     f.same_dim(a, -1, bt, -2) == fusekit::truth::yes &&
+                     f.same_dim(a, -2, bt, -1) == fusekit::truth::yes;
+    for (int i = 0; exchanged && i + 2 < int(*rank); ++i)
+      exchanged = f.same_dim(a, i, bt, i) == fusekit::truth::yes;
+    if (exchanged) return verdict::yes();
+    return verdict::no("bᵀ " + f.shape_text(bt) + " is not a " + f.shape_text(a) +
+                       " with its last two dims exchanged");
+  }
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    const std::string bt = e.value(get<"bt">(m));
+    e.replace_root(e.op("MatMul", {e.value(get<"a">(m)), has<"neg">(m) ? e.op("Neg", {bt}) : bt}));
+  }
+};
+struct written_transposed {
+  static auto write(auto& w) {
+    const auto of_a = w.written("a") ? w.dims("a") : std::nullopt;
+    std::vector<std::int64_t> dims = of_a ? *of_a : w.leaf_shape();
+    std::swap(dims[dims.size() - 2], dims[dims.size() - 1]);
+    return w.input(w.type(), dims);
+  }
+};
+struct times_transposed : times_transposed_unsourced {
+  static constexpr auto sources =
+      fusekit::pattern::sources(source<"bt">(written<written_transposed>));
+};
+
+TEST(Selfcheck, WritesAValueFromTheDimsOfAnotherOrAsALeaf) {
+  const auto r = fusekit::selfcheck::check<times_transposed>(with_runtime("times_transposed"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  // Both branches fused: bᵀ written from a's dims, and under the Neg from its own leaf shape.
+  EXPECT_EQ(r.to_table(),
+            "times-transposed: ok; 7 of 7 instances fused, 6 of 6 alternatives covered; parity "
+            "with ONNX Runtime 7 of 7; 1 mutants: 0 refused and named, 1 fused by another "
+            "alternative\n");
+  // As a leaf, bᵀ takes a's shape, its last dim, a scalar or a's dims before the last
+  // exchanged: never a's last two exchanged, and the guard refuses every instance.
+  const auto bare = fusekit::selfcheck::check<times_transposed_unsourced>({});
+  EXPECT_FALSE(bare.ok());
+  EXPECT_EQ(bare.uncovered.size(), 6u) << bare.to_table();
 }
 
 // A number the facts fold: the check writes such a capture as a constant.

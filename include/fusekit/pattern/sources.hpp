@@ -13,7 +13,8 @@
 //
 // Where no pattern can say what a value is, the rule writes it: `written<W>` calls
 // `W::write(w)` with selfcheck's writer, which gives the instance's float type, the dims of a
-// capture already written and the means to write a graph input or an initializer. The check
+// capture already written, the shape the leaf search would give the value, and the means to
+// write a graph input or an initializer. The check
 // takes a leaf's type from its op's schema, where that admits one, but no schema gives dims that
 // follow another value's (a RotaryEmbedding's positions and caches, whose dims follow x's):
 //

@@ -31,11 +31,12 @@
 // facts prove cannot run: dims that do not broadcast) is no instance and is not judged. An
 // alternative still uncovered is searched for from the pattern at its plainest holding it: one
 // other choice changed at a time, toward a model the rule accepts (merged heads in q ask it of
-// kᵀ, then of v). What the rule's code reads beyond the pattern comes from its sources
-// (pattern/sources.hpp), written in place of the leaves and constants they name. Other
-// predicates the pattern states as code (where_bound, same_dim, proven_value of a capture) are
-// not generated: they are checked, as everything is, by matching. An alternative that no
-// instance fuses is reported with the reason of its last refusal.
+// kᵀ, then of v); while such searches fuse a form none did before (GroupQueryAttention) or
+// cover what others are made within, what is left is sought again. What the rule's code reads
+// beyond the pattern comes from its sources (pattern/sources.hpp), written in place of the leaves
+// and constants they name. Other predicates the pattern states as code (where_bound, same_dim,
+// proven_value of a capture) are not generated: they are checked, as everything is, by matching. An
+// alternative that no instance fuses is reported with the reason of its last refusal.
 #pragma once
 
 #include <algorithm>
@@ -117,8 +118,9 @@ struct instance {
   std::string choices;  // the alternatives it holds, "; "-separated
   bool fused = false;
   std::string reason;  // why it did not fuse
-  // Refused, though every alternative it holds fused in another instance: a combination the
-  // guard refuses and the pattern cannot say (a view on one product and not on the other).
+  // Refused, though every alternative it holds fused in another instance (or is one the rule's
+  // options refuse): a combination the guard refuses and the pattern cannot say (a view on one
+  // product and not on the other).
   bool combination = false;
   // Refused for the rule's options alone (verdict::no_with_these_options): no failure; what it
   // holds that no instance fused may be what these options refuse (result::refused_by_options).
@@ -334,9 +336,11 @@ class planner {
 
  public:
   const std::vector<int>& sequence() const { return sequence_; }
+  // Whether each of `taken` fused in an instance, or is what the rule's options refuse.
   bool covers(const std::vector<std::pair<point_key, int>>& taken) const {
-    return std::all_of(taken.begin(), taken.end(),
-                       [&](const auto& t) { return covered_.contains(t); });
+    return std::all_of(taken.begin(), taken.end(), [&](const auto& t) {
+      return covered_.contains(t) || by_options_.contains(t);
+    });
   }
   const std::vector<std::pair<point_key, int>>& taken() const { return taken_; }
   // What this instance took, each point's first choice.
@@ -660,6 +664,13 @@ class writer {
   // The same, nullopt where the capture, written, has no such dim proven a number (a leaf the
   // shape search made a scalar): a source that can do without writes something else then.
   std::optional<std::int64_t> proven_dim(std::string_view capture, int axis) const;
+  // Every dim of a capture already written, nullopt where one is not proven a number; an error
+  // where it is not written yet.
+  std::optional<std::vector<std::int64_t>> dims(std::string_view capture) const;
+  // The shape the leaf search gives this value as it would a leaf of the pattern's (options::
+  // shape, its last dim, a scalar …): a source whose shape follows no capture written before it
+  // takes part in the search so.
+  std::vector<std::int64_t> leaf_shape() { return s_.shape_for(w_); }
   // Whether a capture is written already (which of two branches the instance took).
   bool written(std::string_view capture) const { return s_.bound.contains(capture); }
   // The number a capture already written holds; an error where it is not written yet or holds
@@ -1264,18 +1275,26 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> candidates_of(state
   return dims ? view_candidates(v.op, *dims, s.o.shape) : std::vector<std::vector<std::int64_t>>{};
 }
 
-FUSEKIT_ENGINE_INLINE std::optional<std::int64_t> writer::proven_dim(std::string_view capture,
-                                                                     int axis) const {
+FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> writer::dims(
+    std::string_view capture) const {
   const auto bound = s_.bound.find(capture);
   if (bound == s_.bound.end())
+    throw error("selfcheck: a written source reads the dims of '" + std::string(capture) +
+                "', which is not written before it");
+  const onnx::ModelProto m = s_.b.build();
+  return static_dims(graph(m), bound->second.name);
+}
+
+FUSEKIT_ENGINE_INLINE std::optional<std::int64_t> writer::proven_dim(std::string_view capture,
+                                                                     int axis) const {
+  if (!written(capture))
     throw error("selfcheck: a written source reads dim " + std::to_string(axis) + " of '" +
                 std::string(capture) + "', which is not written before it");
-  const onnx::ModelProto m = s_.b.build();
-  const auto dims = static_dims(graph(m), bound->second.name);
-  const std::int64_t rank = dims ? std::int64_t(dims->size()) : 0;
+  const auto all = dims(capture);
+  const std::int64_t rank = all ? std::int64_t(all->size()) : 0;
   const std::int64_t at = axis < 0 ? rank + axis : axis;
   if (at < 0 || at >= rank) return std::nullopt;
-  return (*dims)[std::size_t(at)];
+  return (*all)[std::size_t(at)];
 }
 
 FUSEKIT_ENGINE_INLINE std::int64_t writer::dim(std::string_view capture, int axis) const {
@@ -2218,59 +2237,75 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     }
     if (holds(picks)) attempt(planner::mode::keyed, picks);
   };
-  const auto sought = plan.uncovered_choices();
-  // What is left of the graphs, shared among the alternatives still to seek: one reached at
-  // once, or by another's search, leaves its part to those after it.
-  std::size_t pool = o.descent_graphs;
-  for (std::size_t n = 0; n < sought.size(); ++n) {
-    const auto& alternative = sought[n].first;
-    std::size_t mine = pool / (sought.size() - n);
-    // First from each form the rule fused into, with the alternative in it (half the part among
-    // them: one that fuses there does so at once), then from the plainest and the last holding it,
-    // each with half of what is left.
-    // The alternative goes in with the choices it is made within (the soft cap's scale, only
-    // where the scores are capped): without them a form's graph does not hold it.
-    planner::choices enclosing{{alternative}};
-    for (const auto& t : sought[n].second)
-      if (t.first != alternative.first && within(alternative.first, t)) enclosing.insert(t);
-    // Of each form, the instance that holds most of those (the one already soft-capped, where
-    // an alternative within the cap is sought): the fewest changes from a graph the rule took.
-    const auto holding = [&](const planner::choices& picks) {
-      return std::count_if(enclosing.begin(), enclosing.end(), [&](const auto& t) {
-        const auto at = picks.find(t.first);
-        return at != picks.end() && at->second == t.second;
-      });
-    };
-    std::vector<planner::choices> starts;
-    // Starts one change from a graph the rule took: judged as they are first, their views and
-    // leaf shapes searched in full (a descent's measures search a few, and may leave a graph
-    // that fuses as written for a nearer-looking one that does not).
-    std::vector<bool> one_change;
-    for (const auto& [form, fused] : forms) {
-      const planner::choices& nearest =
-          *std::max_element(fused.begin(), fused.end(),
-                            [&](const auto& a, const auto& b) { return holding(a) < holding(b); });
-      one_change.push_back(holding(nearest) + 1 >= std::ptrdiff_t(enclosing.size()));
-      starts.push_back(nearest);
-      for (const auto& [where, k] : enclosing) starts.back()[where] = k;
-    }
-    starts.push_back(enclosing);
-    starts.push_back(sought[n].second);
-    for (std::size_t k = 0; k < starts.size(); ++k) {
-      const planner::choices& start = starts[k];
-      refused_by_options();
-      if (plan.covered(alternative) || plan.refused_by_options(alternative) || start.empty())
-        continue;
-      descent_graphs_left = k < forms.size() ? std::max<std::size_t>(1, mine / (2 * forms.size()))
-                                             : (k + 1 < starts.size() ? mine / 2 : mine);
-      const std::size_t given = descent_graphs_left;
-      if (k < one_change.size() && one_change[k]) {
-        attempt(planner::mode::keyed, start);
-        if (plan.covered(alternative)) continue;
+  // A search may fuse a form no instance fused before (GroupQueryAttention, reached while
+  // seeking another alternative), or an alternative that others are made within (the soft cap,
+  // whose ops are new choices): what is still uncovered is sought again from there, as long as
+  // a round of searches comes nearer.
+  for (std::pair<std::size_t, std::size_t> before{0, 0},
+       now{forms.size(), plan.uncovered_choices().size()};
+       now != before && now.second > 0;
+       before = std::exchange(now, std::pair{forms.size(), plan.uncovered_choices().size()})) {
+    const auto sought = plan.uncovered_choices();
+    // What is left of the graphs, shared among the alternatives still to seek: one reached at
+    // once, or by another's search, leaves its part to those after it.
+    std::size_t pool = o.descent_graphs;
+    for (std::size_t n = 0; n < sought.size(); ++n) {
+      const auto& alternative = sought[n].first;
+      std::size_t mine = pool / (sought.size() - n);
+      // First from each form the rule fused into, with the alternative in it (half the part among
+      // them: one that fuses there does so at once), then from the plainest and the last holding
+      // it, each with half of what is left. The alternative goes in with the choices it is made
+      // within (the soft cap's scale, only where the scores are capped): without them a form's
+      // graph does not hold it. The last choices refused holding it, or, where none was (an
+      // alternative met only in graphs that fused, within one that fused late), those of an
+      // instance that met it.
+      planner::choices met = sought[n].second;
+      for (std::size_t k = 0; met.empty() && k < held.size(); ++k)
+        if (std::any_of(held[k].begin(), held[k].end(),
+                        [&](const auto& t) { return t.first == alternative.first; }))
+          met = planner::choices(held[k].begin(), held[k].end());
+      planner::choices enclosing{{alternative}};
+      for (const auto& t : met)
+        if (t.first != alternative.first && within(alternative.first, t)) enclosing.insert(t);
+      // Of each form, the instance that holds most of those (the one already soft-capped, where
+      // an alternative within the cap is sought): the fewest changes from a graph the rule took.
+      const auto holding = [&](const planner::choices& picks) {
+        return std::count_if(enclosing.begin(), enclosing.end(), [&](const auto& t) {
+          const auto at = picks.find(t.first);
+          return at != picks.end() && at->second == t.second;
+        });
+      };
+      std::vector<planner::choices> starts;
+      // Starts one change from a graph the rule took: judged as they are first, their views and
+      // leaf shapes searched in full (a descent's measures search a few, and may leave a graph
+      // that fuses as written for a nearer-looking one that does not).
+      std::vector<bool> one_change;
+      for (const auto& [form, fused] : forms) {
+        const planner::choices& nearest = *std::max_element(
+            fused.begin(), fused.end(),
+            [&](const auto& a, const auto& b) { return holding(a) < holding(b); });
+        one_change.push_back(holding(nearest) + 1 >= std::ptrdiff_t(enclosing.size()));
+        starts.push_back(nearest);
+        for (const auto& [where, k] : enclosing) starts.back()[where] = k;
       }
-      descent(alternative, start);
-      mine -= std::min(mine, given - descent_graphs_left);
-      pool -= std::min(pool, given - descent_graphs_left);
+      starts.push_back(enclosing);
+      starts.push_back(met);
+      for (std::size_t k = 0; k < starts.size(); ++k) {
+        const planner::choices& start = starts[k];
+        refused_by_options();
+        if (plan.covered(alternative) || plan.refused_by_options(alternative) || start.empty())
+          continue;
+        descent_graphs_left = k < forms.size() ? std::max<std::size_t>(1, mine / (2 * forms.size()))
+                                               : (k + 1 < starts.size() ? mine / 2 : mine);
+        const std::size_t given = descent_graphs_left;
+        if (k < one_change.size() && one_change[k]) {
+          attempt(planner::mode::keyed, start);
+          if (plan.covered(alternative)) continue;
+        }
+        descent(alternative, start);
+        mine -= std::min(mine, given - descent_graphs_left);
+        pool -= std::min(pool, given - descent_graphs_left);
+      }
     }
   }
   for (std::size_t k = 0; k < o.cases; ++k) attempt(planner::mode::random);

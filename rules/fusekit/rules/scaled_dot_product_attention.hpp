@@ -59,6 +59,7 @@
 #include <limits>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "attention_probabilities.hpp"
@@ -166,12 +167,29 @@ struct causal_written {
     return w.initializer(dtype::boolean, {*queries, *keys}, visible);
   }
 };
+// K as the guard reads it in a layout other than q's: q's dims with two axes exchanged (counted
+// from the last), as many keys as queries; pre-transposed [B, N, H, L] exchanges the last two,
+// BSNH heads and sequence. Where k is written before q (a factor on kᵀ alone), the dims the leaf
+// search gives it, exchanged so.
+template <int A, int B>
+struct k_as_q_exchanged {
+  static auto write(auto& w) {
+    const auto of_q = w.written("q") ? w.dims("q") : std::nullopt;
+    std::vector<std::int64_t> dims = of_q ? *of_q : w.leaf_shape();
+    const auto rank = std::int64_t(dims.size());
+    if (rank >= -A && rank >= -B)
+      std::swap(dims[std::size_t(rank + A)], dims[std::size_t(rank + B)]);
+    return w.input(w.type(), dims);
+  }
+};
 inline constexpr auto read_beyond =
-    merges_read + sources(source<"cap_inverse">(written<cap_inverse_written>),
+    merges_read + sources(source<"kt">(written<k_as_q_exchanged<-2, -1>>),
+                          source<"k_bsnh">(written<k_as_q_exchanged<-3, -2>>),
+                          source<"cap_inverse">(written<cap_inverse_written>),
                           source<"cap_out">(written<cap_out_written>),
                           source<"fill">(written<fill_written>),
-                          source<"keep">(any_of(any(), written<causal_written<true>>)),
-                          source<"hide">(any_of(any(), written<causal_written<false>>)));
+                          source<"keep">(any_of(written<causal_written<true>>, any())),
+                          source<"hide">(any_of(written<causal_written<false>>, any())));
 inline constexpr auto scored = any_of(logits, soft_capped);
 // What exporters add to the scores: a bias before the mask (Bloom's ALiBi, added by baddbmm to
 // the 3-D scores), then the mask: an additive one (Where(bool, 0, −inf|finfo.min) or a model
