@@ -627,7 +627,7 @@ struct written_transposed {
   static auto write(auto& w) {
     const auto of_a = w.written("a") ? w.dims("a") : std::nullopt;
     std::vector<std::int64_t> dims = of_a ? *of_a : w.leaf_shape();
-    std::swap(dims[dims.size() - 2], dims[dims.size() - 1]);
+    if (dims.size() >= 2) std::swap(dims[dims.size() - 2], dims[dims.size() - 1]);
     return w.input(w.type(), dims);
   }
 };
