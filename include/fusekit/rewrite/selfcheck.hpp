@@ -2241,11 +2241,11 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   // seeking another alternative), or an alternative that others are made within (the soft cap,
   // whose ops are new choices): what is still uncovered is sought again from there, as long as
   // a round of searches comes nearer.
-  for (std::pair<std::size_t, std::size_t> before{0, 0},
-       now{forms.size(), plan.uncovered_choices().size()};
-       now != before && now.second > 0;
-       before = std::exchange(now, std::pair{forms.size(), plan.uncovered_choices().size()})) {
+  for (std::pair<std::size_t, std::size_t> before{0, 0};;) {
     const auto sought = plan.uncovered_choices();
+    const std::pair now{forms.size(), sought.size()};
+    if (now == before || sought.empty()) break;
+    before = now;
     // What is left of the graphs, shared among the alternatives still to seek: one reached at
     // once, or by another's search, leaves its part to those after it.
     std::size_t pool = o.descent_graphs;
