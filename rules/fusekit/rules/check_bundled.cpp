@@ -4,11 +4,10 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
-#include "all.hpp"
+#include "check_bundled_rule.hpp"
 #include "differential_attention.hpp"
 #include "gelu.hpp"
 #include "layer_normalization.hpp"
@@ -17,6 +16,25 @@
 #include "skip_normalization.hpp"
 
 namespace fusekit::rules {
+
+// Each compiled in its family's file.
+#define FUSEKIT_CHECKED_IN_ITS_FAMILY(R) \
+  extern template selfcheck::result check_rule<R>(const selfcheck::options&, target, provider)
+FUSEKIT_CHECKED_IN_ITS_FAMILY(differential_attention_values);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(scaled_dot_product_attention_head_merge);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(scaled_dot_product_attention);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(layer_normalization);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(rms_normalization);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(gelu);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(gelu_tanh);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(bias_gelu);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(quick_gelu);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(rotary_embedding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(rotary_embedding_interleaved);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(partial_rotary_embedding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(skip_layer_normalization);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(skip_rms_normalization);
+#undef FUSEKIT_CHECKED_IN_ITS_FAMILY
 
 namespace {
 
@@ -33,21 +51,9 @@ struct checked {
 };
 
 template <class R>
-selfcheck::result with_target(const selfcheck::options& o, target to, provider on) {
-  if constexpr (std::is_same_v<rewrite::options_of<R>, rewrite::no_options>) {
-    return selfcheck::check<R>(o);
-  } else {
-    rewrite::options_of<R> own;
-    own.fused_target = to;
-    own.runs_on = on;
-    return selfcheck::check<R>(o, own);
-  }
-}
-
-template <class R>
 checked rule(bool both_targets, bool layer_types, std::vector<std::int64_t> shape = {},
              std::int64_t newest_op = 0) {
-  return {R::name, &with_target<R>, both_targets, layer_types, std::move(shape), newest_op};
+  return {R::name, &check_rule<R>, both_targets, layer_types, std::move(shape), newest_op};
 }
 
 // q, k and v as attention reads them: [batch, heads, sequence, head size], each a size of its own,
