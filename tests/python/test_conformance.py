@@ -20,6 +20,10 @@ The mixed-precision fixtures converters make from the float32 ones (converted.py
 same, and to the accuracy of the converted model against its float32 original; those ONNX Runtime
 refuses to load (listed in tests/models/converted.json, which must be exact) are run by the ONNX
 reference evaluator instead, and those neither runs (type-invalid) are not judged.
+
+FUSEKIT_CONFORMANCE_RUNTIME=off leaves out ONNX Runtime's runs of what the CLI wrote (parity and
+loading) and keeps the rest: .ci/run's sanitized build runs the suite so, for its CLI, after the
+optimised build of the same source has run it whole.
 """
 import fnmatch
 import os
@@ -32,6 +36,9 @@ import converted
 CLI = os.environ.get("FUSEKIT_CLI", "")
 if not CLI or not os.access(CLI, os.X_OK):
     raise RuntimeError("FUSEKIT_CLI must name the fusekit tool (the suite runs through ctest)")
+RUNTIME = os.environ.get("FUSEKIT_CONFORMANCE_RUNTIME", "on")
+if RUNTIME not in ("on", "off"):
+    raise RuntimeError(f"FUSEKIT_CONFORMANCE_RUNTIME is 'on' or 'off', not {RUNTIME!r}")
 
 
 class NotAllFused(Exception):
@@ -70,7 +77,8 @@ def test_fixture(fixture, target, tmp_path):
     result = conformance.fuse(CLI, source, target, tmp_path)
     assert result.blocks == fixture["blocks"], "the file's attention blocks and the manifest's"
 
-    conformance.compare(fixture, result.output, source=source)
+    if RUNTIME == "on":
+        conformance.compare(fixture, result.output, source=source)
 
     # No Softmax passed over in silence: each left is named by a near miss.
     assert not conformance.unexplained_softmaxes(result), \
@@ -124,8 +132,9 @@ def test_cuda_provider(fixture, tmp_path):
     # A half-precision model as the CUDA provider runs it, every op in its own type: there the
     # fused layer ops (float32 inside, one rounding) are never the less accurate form.
     half = fixture["dtype"] != "float32"
-    conformance.compare(fixture, cuda.output, source=source, per_op=half)
-    if half and not conformance.by_reference(fixture):
+    if RUNTIME == "on":
+        conformance.compare(fixture, cuda.output, source=source, per_op=half)
+    if RUNTIME == "on" and half and not conformance.by_reference(fixture):
         # Judged by the reference evaluator, it must still load where the original does: every
         # node's schema and types hold in ONNX Runtime.
         conformance.session(cuda.output)
