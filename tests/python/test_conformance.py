@@ -36,9 +36,10 @@ import converted
 CLI = os.environ.get("FUSEKIT_CLI", "")
 if not CLI or not os.access(CLI, os.X_OK):
     raise RuntimeError("FUSEKIT_CLI must name the fusekit tool (the suite runs through ctest)")
-RUNTIME = os.environ.get("FUSEKIT_CONFORMANCE_RUNTIME", "on")
-if RUNTIME not in ("on", "off"):
-    raise RuntimeError(f"FUSEKIT_CONFORMANCE_RUNTIME is 'on' or 'off', not {RUNTIME!r}")
+_runtime = os.environ.get("FUSEKIT_CONFORMANCE_RUNTIME", "on")
+if _runtime not in ("on", "off"):
+    raise RuntimeError(f"FUSEKIT_CONFORMANCE_RUNTIME is 'on' or 'off', not {_runtime!r}")
+RUNTIME = _runtime == "on"
 
 
 class NotAllFused(Exception):
@@ -77,7 +78,7 @@ def test_fixture(fixture, target, tmp_path):
     result = conformance.fuse(CLI, source, target, tmp_path)
     assert result.blocks == fixture["blocks"], "the file's attention blocks and the manifest's"
 
-    if RUNTIME == "on":
+    if RUNTIME:
         conformance.compare(fixture, result.output, source=source)
 
     # No Softmax passed over in silence: each left is named by a near miss.
@@ -132,12 +133,12 @@ def test_cuda_provider(fixture, tmp_path):
     # A half-precision model as the CUDA provider runs it, every op in its own type: there the
     # fused layer ops (float32 inside, one rounding) are never the less accurate form.
     half = fixture["dtype"] != "float32"
-    if RUNTIME == "on":
+    if RUNTIME:
         conformance.compare(fixture, cuda.output, source=source, per_op=half)
-    if RUNTIME == "on" and half and not conformance.by_reference(fixture):
-        # Judged by the reference evaluator, it must still load where the original does: every
-        # node's schema and types hold in ONNX Runtime.
-        conformance.session(cuda.output)
+        if half and not conformance.by_reference(fixture):
+            # Judged by the reference evaluator, it must still load where the original does:
+            # every node's schema and types hold in ONNX Runtime.
+            conformance.session(cuda.output)
     again = conformance.fuse(CLI, cuda.output, "ort", tmp_path / "again", provider="cuda")
     assert again.output.read_bytes() == cuda.output.read_bytes(), "a second run changed it"
 
