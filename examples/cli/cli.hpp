@@ -708,6 +708,7 @@ inline bool runs_onnxruntime(const std::string& python) {
 
 inline int selfcheck(const arguments& a) {
   if (!a.input.empty()) throw usage_error("selfcheck takes no model, it writes its own");
+  fusekit::rules::require_bundled_checks();
   fusekit::selfcheck::options o;
   if (a.cases) o.cases = *a.cases;
   if (a.seed) o.seed = *a.seed;

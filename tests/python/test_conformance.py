@@ -21,6 +21,9 @@ same, and to the accuracy of the converted model against its float32 original; t
 refuses to load (listed in tests/models/converted.json, which must be exact) are run by the ONNX
 reference evaluator instead, and those neither runs (type-invalid) are not judged.
 
+FUSEKIT_CONFORMANCE_PART=k/n runs the k-th of n interleaved parts of each test's cases, so that
+ctest runs the parts side by side.
+
 FUSEKIT_CONFORMANCE_RUNTIME=off leaves out ONNX Runtime's runs of what the CLI wrote (parity and
 loading) and keeps the rest: .ci/run's sanitized build runs the suite so, for its CLI, after the
 optimised build of the same source has run it whole.
@@ -40,6 +43,18 @@ _runtime = os.environ.get("FUSEKIT_CONFORMANCE_RUNTIME", "on")
 if _runtime not in ("on", "off"):
     raise RuntimeError(f"FUSEKIT_CONFORMANCE_RUNTIME is 'on' or 'off', not {_runtime!r}")
 RUNTIME = _runtime == "on"
+_part = os.environ.get("FUSEKIT_CONFORMANCE_PART", "1/1")
+try:
+    PART, PARTS = (int(x) for x in _part.split("/"))
+except ValueError:
+    PART = PARTS = 0
+if not 1 <= PART <= PARTS:
+    raise RuntimeError(f"FUSEKIT_CONFORMANCE_PART is k/n with 1 <= k <= n, not {_part!r}")
+
+
+def part(cases: list) -> list:
+    """This part's cases: every n-th, from the k-th (neighbours cost alike, so parts do too)."""
+    return cases[PART - 1::PARTS]
 
 
 class NotAllFused(Exception):
@@ -60,7 +75,7 @@ def cases():
                 if reason else []
             out.append(pytest.param(fixture, target, marks=marks,
                                     id=f"{fixture['file'].removesuffix('.onnx')}-{target}"))
-    return out
+    return part(out)
 
 
 def test_every_pattern_matches_a_fixture():
@@ -111,8 +126,8 @@ CUDA_REFUSALS = ("CUDA GroupQueryAttention takes no attention bias",
                  "CUDA GroupQueryAttention has no float32 kernel")
 
 
-@pytest.mark.parametrize("fixture", [pytest.param(f, id=f["file"].removesuffix(".onnx"))
-                                     for f in converted.judged_fixtures()])
+@pytest.mark.parametrize("fixture", part([pytest.param(f, id=f["file"].removesuffix(".onnx"))
+                                          for f in converted.judged_fixtures()]))
 def test_cuda_provider(fixture, tmp_path):
     # What --provider cuda fuses otherwise than the default (a residual sum read on, folded into
     # the skip norms' output 3; a decode step's mask or a float32 block not given to
@@ -143,8 +158,8 @@ def test_cuda_provider(fixture, tmp_path):
     assert again.output.read_bytes() == cuda.output.read_bytes(), "a second run changed it"
 
 
-@pytest.mark.parametrize("fixture", [f for f in converted.fixtures()
-                                     if f["file"] in converted.unloadable()],
+@pytest.mark.parametrize("fixture", part([f for f in converted.fixtures()
+                                          if f["file"] in converted.unloadable()]),
                          ids=lambda f: f["file"].removesuffix(".onnx"))
 def test_refused_conversion(fixture):
     # The list of converted files ONNX Runtime refuses is exact: each is refused, for the reason

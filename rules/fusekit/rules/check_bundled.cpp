@@ -9,6 +9,7 @@
 
 #include "check_bundled_rule.hpp"
 #include "differential_attention.hpp"
+#include "fusekit/io/error.hpp"
 #include "gelu.hpp"
 #include "layer_normalization.hpp"
 #include "rotary_embedding.hpp"
@@ -40,6 +41,7 @@ namespace {
 
 struct checked {
   std::string_view name;
+  // Null in a build that left the checks out (CMake's FUSEKIT_BUNDLED_SELFCHECK).
   selfcheck::result (*run)(const selfcheck::options&, target, provider);
   bool both_targets;  // else target ort alone: ONNX has no op for it
   bool layer_types;   // the layer ops' element types (layer_ops.hpp), which the provider decides
@@ -53,7 +55,12 @@ struct checked {
 template <class R>
 checked rule(bool both_targets, bool layer_types, std::vector<std::int64_t> shape = {},
              std::int64_t newest_op = 0) {
-  return {R::name, &check_rule<R>, both_targets, layer_types, std::move(shape), newest_op};
+#ifdef FUSEKIT_BUNDLED_SELFCHECK_LEFT_OUT
+  constexpr auto run = nullptr;
+#else
+  constexpr auto run = &check_rule<R>;
+#endif
+  return {R::name, run, both_targets, layer_types, std::move(shape), newest_op};
 }
 
 // q, k and v as attention reads them: [batch, heads, sequence, head size], each a size of its own,
@@ -93,9 +100,17 @@ std::vector<std::string_view> checked_rules() {
   return out;
 }
 
+void require_bundled_checks() {
+  if (!library().front().run)
+    throw error(
+        "this build leaves out the bundled rules' selfchecks "
+        "(CMake option FUSEKIT_BUNDLED_SELFCHECK=OFF)");
+}
+
 std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
                                              std::span<const std::string> only,
                                              std::span<const target> targets, provider on) {
+  require_bundled_checks();
   std::vector<selfcheck::result> out;
   for (const checked& c : library()) {
     if (!only.empty() && std::find(only.begin(), only.end(), c.name) == only.end()) continue;

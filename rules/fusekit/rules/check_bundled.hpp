@@ -23,6 +23,10 @@ std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
                                              std::span<const target> targets = every_target,
                                              provider on = provider::cpu);
 
+// Throws fusekit::error, saying so, where this build left the checks out (CMake option
+// FUSEKIT_BUNDLED_SELFCHECK=OFF); check_bundled calls it first.
+void require_bundled_checks();
+
 // The rules check_bundled checks, in its order: every rule of names(), or a rule added to the
 // library would be passed over by `fusekit selfcheck` without a word.
 std::vector<std::string_view> checked_rules();
