@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The fusekit tool as a user meets it: exit codes, one-line errors, no output file on failure,
 # reports, idempotence on files, explain with a Graphviz picture, help and version.
-# Usage: test_cli.sh FUSEKIT SAMPLE.onnx PYTHON WORK_DIR ONNX_VERSION
+# Usage: test_cli.sh FUSEKIT SAMPLE.onnx PYTHON WORK_DIR ONNX_VERSION [SELFCHECKS]
 #   ONNX_VERSION: the onnx release the tool is built with, which --version must name
+#   SELFCHECKS: ON (default) where the tool has the bundled rules' selfchecks, OFF where its build
+#   left them out (CMake's FUSEKIT_BUNDLED_SELFCHECK), which it must then say
 set -uo pipefail
-fusekit=$1 sample=$2 python=$3 work=$4 onnx_version=$5
+fusekit=$1 sample=$2 python=$3 work=$4 onnx_version=$5 selfchecks=${6:-ON}
 version=$(sed -n 's/^project(fusekit VERSION \([0-9.]*\).*/\1/p' "$(dirname "$0")/../../CMakeLists.txt")
 rm -rf "$work" && mkdir -p "$work" && cd "$work" || exit 1
 passed=0 failed=0
@@ -423,34 +425,40 @@ refused "--failures 'x'" 2 "fusekit: --failures needs an integer from 0 to 10000
   selfcheck --failures x
 refused "a selfcheck flag elsewhere" 2 "fusekit: --cases, --failures, --seed, --python and --keep are selfcheck's" \
   fuse good.onnx -o bad_out.onnx --seed 3
-refused "--python without ONNX Runtime" 1 \
-  "fusekit: --python /bin/false cannot import onnxruntime and numpy" selfcheck --python /bin/false
+if [ "$selfchecks" = OFF ]; then
+  refused "selfcheck left out of this build" 1 \
+    "fusekit: this build leaves out the bundled rules' selfchecks (CMake option FUSEKIT_BUNDLED_SELFCHECK=OFF)" \
+    selfcheck --rules gelu --python "$python"
+else
+  refused "--python without ONNX Runtime" 1 \
+    "fusekit: --python /bin/false cannot import onnxruntime and numpy" selfcheck --python /bin/false
 
-# selfcheck: one line per rule and target, the graphs kept where asked, the same seed the same run.
-check "selfcheck exits 0" test "$(exit_code "$fusekit" selfcheck --rules quick-gelu,gelu \
-  --python "$python" --keep kept --seed 7)" = 0
-check "selfcheck: a line per rule and target" test "$(grep -c ": ok; " out.txt)" = 3
-check "selfcheck: target onnx has no QuickGelu" test "$(grep -c "^quick-gelu --target" out.txt)" = 1
-check "selfcheck: parity checked" grep -q "^gelu --target onnx: ok; .* parity with ONNX Runtime \([0-9]*\) of \1;" out.txt
-check "selfcheck: the graphs kept" test -s kept/gelu-onnx/instance_0.fused.onnx -a -s kept/gelu-onnx/parity.txt
-mv out.txt first.txt
-mkdir scratch
-TMPDIR=$PWD/scratch "$fusekit" selfcheck --rules quick-gelu,gelu --python "$python" --seed 7 \
-  >out.txt 2>err.txt
-check "selfcheck: the same seed writes the same graphs" cmp -s first.txt out.txt
-check "selfcheck: its scratch folder removed" test -z "$(ls scratch)"
-# --provider cuda: the layer rules fuse float16 there, so their instances come in float16 too.
-check "selfcheck --provider cuda exits 0" test "$(exit_code "$fusekit" selfcheck --rules gelu \
-  --target ort --provider cuda --python "$python" --keep kept_cuda)" = 0
-check "selfcheck --provider cuda: named in its line" \
-  grep -q "^gelu --target ort --provider cuda: ok; .* parity with ONNX Runtime \([0-9]*\) of \1;" out.txt
-float16_instances() {
-  "$python" -c "import glob, onnx, sys
+  # selfcheck: one line per rule and target, the graphs kept where asked, the same seed the same run.
+  check "selfcheck exits 0" test "$(exit_code "$fusekit" selfcheck --rules quick-gelu,gelu \
+    --python "$python" --keep kept --seed 7)" = 0
+  check "selfcheck: a line per rule and target" test "$(grep -c ": ok; " out.txt)" = 3
+  check "selfcheck: target onnx has no QuickGelu" test "$(grep -c "^quick-gelu --target" out.txt)" = 1
+  check "selfcheck: parity checked" grep -q "^gelu --target onnx: ok; .* parity with ONNX Runtime \([0-9]*\) of \1;" out.txt
+  check "selfcheck: the graphs kept" test -s kept/gelu-onnx/instance_0.fused.onnx -a -s kept/gelu-onnx/parity.txt
+  mv out.txt first.txt
+  mkdir scratch
+  TMPDIR=$PWD/scratch "$fusekit" selfcheck --rules quick-gelu,gelu --python "$python" --seed 7 \
+    >out.txt 2>err.txt
+  check "selfcheck: the same seed writes the same graphs" cmp -s first.txt out.txt
+  check "selfcheck: its scratch folder removed" test -z "$(ls scratch)"
+  # --provider cuda: the layer rules fuse float16 there, so their instances come in float16 too.
+  check "selfcheck --provider cuda exits 0" test "$(exit_code "$fusekit" selfcheck --rules gelu \
+    --target ort --provider cuda --python "$python" --keep kept_cuda)" = 0
+  check "selfcheck --provider cuda: named in its line" \
+    grep -q "^gelu --target ort --provider cuda: ok; .* parity with ONNX Runtime \([0-9]*\) of \1;" out.txt
+  float16_instances() {
+    "$python" -c "import glob, onnx, sys
 types = {onnx.load(f).graph.input[0].type.tensor_type.elem_type for f in glob.glob(sys.argv[1] + '/instance_*[0-9].onnx')}
 print(int(onnx.TensorProto.FLOAT16 in types))" "$1"
-}
-check "selfcheck --provider cuda: float16 instances" test "$(float16_instances kept_cuda/gelu-ort-cuda)" = 1
-check "selfcheck for the CPU provider: none" test "$(float16_instances kept/gelu-ort)" = 0
+  }
+  check "selfcheck --provider cuda: float16 instances" test "$(float16_instances kept_cuda/gelu-ort-cuda)" = 1
+  check "selfcheck for the CPU provider: none" test "$(float16_instances kept/gelu-ort)" = 0
+fi
 
 check "demo exits 0" test "$(exit_code "$fusekit" demo)" = 0
 check "demo fuses both blocks" grep -q "scaled-dot-product-attention-head-merge: 2 fused" out.txt
