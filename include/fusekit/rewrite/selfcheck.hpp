@@ -101,6 +101,9 @@ struct options {
   std::size_t descent_steps = 16;
   std::size_t descent_graphs = 4096;
   std::size_t descent_view_graphs = 32;
+  // Of each form's instances, how many are measured for one the rule accepts with the sought
+  // alternative put in.
+  std::size_t start_candidates = 256;
   // The shape of each leaf input, unless the pattern asks for another rank.
   std::vector<std::int64_t> shape{2, 3, 8};
   // The instances' float types and opsets: alternatives like the pattern's own.
@@ -2252,6 +2255,9 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     for (std::size_t n = 0; n < sought.size(); ++n) {
       const auto& alternative = sought[n].first;
       std::size_t mine = pool / (sought.size() - n);
+      // Reached since it was listed, by another's search, or refused by the options since.
+      refused_by_options();
+      if (plan.covered(alternative) || plan.refused_by_options(alternative)) continue;
       // First from each form the rule fused into, with the alternative in it (half the part among
       // them: one that fuses there does so at once), then from the plainest and the last holding
       // it, each with half of what is left. The alternative goes in with the choices it is made
@@ -2275,6 +2281,34 @@ result check(const options& o, const rewrite::options_of<R>& own) {
           return at != picks.end() && at->second == t.second;
         });
       };
+      // An instance of a form that the rule accepts with these put in, as measured, is judged at
+      // once (a BSNH k beside a q that keeps its heads, where the first instance merged them):
+      // the plainest instances first (fewest choices other than their first alternative), a few
+      // hundred at most.
+      for (const auto& [form, fused] : forms) {
+        std::vector<std::pair<std::size_t, const planner::choices*>> plainest;
+        for (const planner::choices& each : fused)
+          plainest.emplace_back(std::count_if(each.begin(), each.end(),
+                                              [](const auto& pick) { return pick.second != 0; }),
+                                &each);
+        std::stable_sort(plainest.begin(), plainest.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        plainest.resize(std::min(plainest.size(), o.start_candidates));
+        for (const auto& [unplain, candidate] : plainest) {
+          planner::choices start = *candidate;
+          for (const auto& [where, k] : enclosing) start[where] = k;
+          descent_graphs_left = 1;
+          const auto [near, taken] = measure(start);
+          const auto held = taken.find(alternative.first);
+          if (near == detail::closeness{} && held != taken.end() &&
+              held->second == alternative.second) {
+            attempt(planner::mode::keyed, start);
+            break;
+          }
+        }
+        if (plan.covered(alternative)) break;
+      }
+      if (plan.covered(alternative)) continue;
       std::vector<planner::choices> starts;
       // Starts one change from a graph the rule took: judged as they are first, their views and
       // leaf shapes searched in full (a descent's measures search a few, and may leave a graph
