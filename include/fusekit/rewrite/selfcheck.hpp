@@ -2177,15 +2177,19 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &view_graphs);
     return std::pair{detail::closeness_of<R>(b.model, b.root, own), plan.taken_choices()};
   };
+  // Whether a graph's choices hold the alternative: one that does not (the select's fill, gone
+  // with the select) is no way to it.
+  const auto holds_alternative = [](const planner::choices& picks,
+                                    const std::pair<detail::point_key, int>& alternative) {
+    const auto held = picks.find(alternative.first);
+    return held != picks.end() && held->second == alternative.second;
+  };
   // From `start`, toward a graph the rule accepts holding `alternative`; that graph, reached or
   // not, is attempted.
   const auto descent = [&](const std::pair<detail::point_key, int>& alternative,
                            const planner::choices& start) {
-    // Whether a graph holds the alternative: one that does not (the select's fill, gone with
-    // the select) is no way to it.
     const auto holds = [&](const planner::choices& picks) {
-      const auto held = picks.find(alternative.first);
-      return held != picks.end() && held->second == alternative.second;
+      return holds_alternative(picks, alternative);
     };
     // Named, not bound: the tries below capture them.
     auto measured = measure(start);
@@ -2299,9 +2303,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
           for (const auto& [where, k] : enclosing) start[where] = k;
           descent_graphs_left = 1;
           const auto [near, taken] = measure(start);
-          const auto held = taken.find(alternative.first);
-          if (near == detail::closeness{} && held != taken.end() &&
-              held->second == alternative.second) {
+          if (near == detail::closeness{} && holds_alternative(taken, alternative)) {
             attempt(planner::mode::keyed, start);
             break;
           }
