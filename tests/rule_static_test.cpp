@@ -58,6 +58,15 @@ struct with_sources : base {
 };
 static_assert(rule<with_sources>);
 
+// Combinations the guard accepts only together, for selfcheck, named by captures.
+struct with_examples : base {
+  static constexpr auto pattern =
+      op<"Add">(any_of(op<"Abs">(capture<"x">).bind<"abs">(), capture<"x">), capture<"y">);
+  static constexpr auto examples = fusekit::pattern::examples(
+      example{.with = {"abs"}}, example{.with = {"x"}, .without = {"abs"}});
+};
+static_assert(rule<with_examples>);
+
 // A rule that inherits its members is checked on what it inherits.
 struct inherits_policy : with_policy {};
 static_assert(rule<inherits_policy>);
@@ -160,6 +169,24 @@ struct sources_not_sources : base {
   static constexpr auto sources = op<"Abs">(any());
 };
 static_assert(!rule<sources_not_sources>);
+
+// An example naming what the pattern does not capture would steer nothing, and no one would know.
+struct example_of_no_capture : base {
+  static constexpr auto examples = fusekit::pattern::examples(example{.with = {"y"}});
+};
+static_assert(!rule<example_of_no_capture>);
+
+// An example naming nothing is the pattern at its plainest, which selfcheck writes anyway.
+struct example_of_nothing : base {
+  static constexpr auto examples = fusekit::pattern::examples(example{});
+};
+static_assert(!rule<example_of_nothing>);
+
+// One example, not the list examples() makes: the check reads a list, and a bare one is a typo.
+struct examples_not_examples : base {
+  static constexpr auto examples = example{.with = {"x"}};
+};
+static_assert(!rule<examples_not_examples>);
 
 struct options_not_a_type : base {
   static constexpr int options = 0;

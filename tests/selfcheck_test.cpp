@@ -472,6 +472,82 @@ TEST(Selfcheck, CountsACombinationTheGuardRefusesAsNoFailure) {
             "mutants: 0 refused and named\n");
 }
 
+// -a + -b + -c as -(a + b + c), a + b + c as their Sum: all three Negs or none. A search one
+// choice at a time never gets there: from an instance holding one Neg, a second is refused as the
+// first was, and no nearer. The rule's example says which combination fuses.
+struct negated_sum_of_three_unexampled {
+  static constexpr std::string_view name = "negated-sum-of-three";
+  static constexpr auto pattern =
+      op<"Add">(op<"Add">(optional_op(op<"Neg">(capture<"a">).multi_use().bind<"neg_a">()),
+                          optional_op(op<"Neg">(capture<"b">).multi_use().bind<"neg_b">())),
+                optional_op(op<"Neg">(capture<"c">).multi_use().bind<"neg_c">()));
+  static verdict guard(const fusekit::graph&, const auto& m) {
+    const int negated = (get<"neg_a">(m) != fusekit::no_id) + (get<"neg_b">(m) != fusekit::no_id) +
+                        (get<"neg_c">(m) != fusekit::no_id);
+    if (negated == 0 || negated == 3) return verdict::yes();
+    return verdict::no("some terms negated, not all");
+  }
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    const std::string sum =
+        e.op("Sum", {e.value(get<"a">(m)), e.value(get<"b">(m)), e.value(get<"c">(m))});
+    e.replace_root(get<"neg_a">(m) == fusekit::no_id ? sum : e.op("Neg", {sum}));
+  }
+};
+struct negated_sum_of_three : negated_sum_of_three_unexampled {
+  static constexpr auto examples =
+      fusekit::pattern::examples(example{.with = {"neg_a", "neg_b", "neg_c"}});
+};
+// An example the guard refuses: the rule or its word is wrong, and the check says which example.
+struct negated_sum_of_three_misexampled : negated_sum_of_three_unexampled {
+  static constexpr auto examples =
+      fusekit::pattern::examples(example{.with = {"neg_a"}, .without = {"neg_b"}});
+};
+
+// An example no choices write: a is in every instance.
+struct negated_sum_of_three_unwritable : negated_sum_of_three_unexampled {
+  static constexpr auto examples =
+      fusekit::pattern::examples(example{.with = {"neg_a"}, .without = {"a"}});
+};
+
+TEST(Selfcheck, WritesTheRulesExamplesAndFailsOneItRefuses) {
+  // The first round alone: the pattern at its plainest, then the search.
+  auto o = with_runtime("negated_sum_of_three");
+  o.cover_rounds = 1;
+  const auto r = fusekit::selfcheck::check<negated_sum_of_three>(o);
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_EQ(r.to_table(),
+            "negated-sum-of-three: ok; 4 of 8 instances fused, 10 of 10 alternatives covered (4 "
+            "refused combining alternatives that fused apart); parity with ONNX Runtime 4 of 4; 1 "
+            "mutants: 1 refused and named\n");
+  // The plainest instance first, then the example.
+  ASSERT_GE(r.instances.size(), 2u);
+  EXPECT_EQ(r.instances[1].example, "{with neg_a, neg_b, neg_c}");
+  EXPECT_TRUE(r.instances[1].fused);
+
+  o.write_to.clear();
+  o.python.clear();
+  const auto bare = fusekit::selfcheck::check<negated_sum_of_three_unexampled>(o);
+  EXPECT_FALSE(bare.ok());
+  ASSERT_EQ(bare.uncovered.size(), 3u);
+  EXPECT_EQ(bare.uncovered.front(),
+            "Neg?[@neg_a]{multi-use}(a) absent | present: 2 of 2: some terms negated, not all "
+            "(and with every leaf shape searched)");
+
+  const auto wrong = fusekit::selfcheck::check<negated_sum_of_three_misexampled>(o);
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.to_table().find("\n  example {with neg_a; without neg_b} did not fuse: some "
+                                  "terms negated, not all (and with every leaf shape searched)\n"),
+            std::string::npos)
+      << wrong.to_table();
+
+  const auto unwritable = fusekit::selfcheck::check<negated_sum_of_three_unwritable>(o);
+  EXPECT_FALSE(unwritable.ok());
+  EXPECT_NE(unwritable.to_table().find(
+                "\n  example {with neg_a; without a} did not fuse: its choices write a\n"),
+            std::string::npos)
+      << unwritable.to_table();
+}
+
 // Relu(x) or Sigmoid(x), written again; Sigmoid only where the options ask for it. Their refusal
 // is the options' alone (no_with_these_options), or, mistakenly, a plain no.
 struct activation_options {

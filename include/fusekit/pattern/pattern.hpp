@@ -12,6 +12,7 @@
 
 #include "fusekit/pattern/captures.hpp"
 #include "fusekit/pattern/context.hpp"
+#include "fusekit/pattern/examples.hpp"
 #include "fusekit/pattern/fixed_string.hpp"
 #include "fusekit/pattern/match.hpp"
 #include "fusekit/pattern/matchers.hpp"

@@ -12,6 +12,7 @@
 //     static bool resembles(const graph&, node_id anchor);        // optional; see below
 //     static bool is_its_block(const graph&, node_id anchor);     // optional; see below
 //     static constexpr auto sources = pattern::sources(…);       // optional; see below
+//     static constexpr auto examples = pattern::examples(…);     // optional; see below
 //   };
 //
 // The check is strict: a member of one of these names that is not of its form (a guard taking a
@@ -35,6 +36,10 @@
 // capture the pattern leaves a leaf, what may produce it. Matching never reads them; selfcheck
 // writes them, so that its graphs show the guard what it looks for.
 //
+// examples (fusekit/pattern/examples.hpp) name combinations of the pattern's alternatives that
+// the guard accepts only together, by the captures they bind: selfcheck writes each, and seeks
+// from what fused the alternatives that no search one choice at a time reaches.
+//
 // The engine's own options (which rules run, how much to explain) are the run's; what only a
 // family of rules understands (an attention rule's target op and head count) is its options.
 #pragma once
@@ -48,6 +53,7 @@
 #include <vector>
 
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/pattern/examples.hpp"
 #include "fusekit/pattern/match.hpp"
 #include "fusekit/pattern/sources.hpp"
 #include "fusekit/rewrite/emitter.hpp"
@@ -56,7 +62,7 @@ namespace fusekit::rewrite {
 
 // How a run goes, whatever its rules.
 struct options {
-  bool explain = false;            // every anchor's outcome, not only near misses
+  bool explain = false;              // every anchor's outcome, not only near misses
   std::vector<std::string> rules{};  // names of the rules to run; empty: all
 
   bool runs(std::string_view rule) const {
@@ -89,7 +95,7 @@ namespace rule_detail {
 // which no expression can name without its arguments, is found too.
 struct member_names {
   int name, pattern, guard, emit, priority, options, near_miss_depth, resembles, is_its_block,
-      sources;
+      sources, examples;
 };
 template <class R>
 struct probe : R, member_names {};
@@ -109,6 +115,7 @@ FUSEKIT_RULE_DECLARES(near_miss_depth)
 FUSEKIT_RULE_DECLARES(resembles)
 FUSEKIT_RULE_DECLARES(is_its_block)
 FUSEKIT_RULE_DECLARES(sources)
+FUSEKIT_RULE_DECLARES(examples)
 #undef FUSEKIT_RULE_DECLARES
 
 template <class R>
@@ -236,10 +243,32 @@ concept sources_of_captures = requires {
 template <class R>
 concept sources_ok = !rule_detail::declares_sources<R> || sources_of_captures<R>;
 
+namespace rule_detail {
+template <class R>
+struct sources_of {
+  using type = pattern::sources_t<>;
+};
+template <class R>
+requires declares_sources<R>
+struct sources_of<R> {
+  using type = std::remove_cvref_t<decltype(R::sources)>;
+};
+}  // namespace rule_detail
+
+template <class R>
+concept examples_of_captures = requires {
+  requires pattern::is_examples<std::remove_cvref_t<decltype(R::examples)>>;
+  requires pattern::examples_name_captures < pattern::merge_t < typename match_of<R>::captures,
+  typename pattern::captures_of_sources<typename rule_detail::sources_of<R>::type>::type >>
+      (R::examples);
+};
+template <class R>
+concept examples_ok = !rule_detail::declares_examples<R> || examples_of_captures<R>;
+
 template <class R>
 concept rule = rule_detail::probe_able<R> && named<R> && patterned<R> && options_ok<R> &&
     emits<R> && guard_ok<R> && priority_ok<R> && near_miss_depth_ok<R> && resembles_ok<R> &&
-    is_its_block_ok<R> && sources_ok<R>;
+    is_its_block_ok<R> && sources_ok<R> && examples_ok<R>;
 
 // The same check with a message per member, for the places a rule is compiled. True when it
 // passes, so that callers compile the rest only then and the first message is the only one.
@@ -282,6 +311,13 @@ constexpr bool check_rule() {
                     "fusekit: a rule's sources are `static constexpr auto sources = "
                     "fusekit::pattern::sources(source<\"x\">(<a pattern>), …);`, each named for a "
                     "value or a constant scalar the pattern captures");
+    if constexpr (patterned<R>)
+      static_assert(
+          examples_ok<R>,
+          "fusekit: a rule's examples are `static constexpr auto examples = "
+          "fusekit::pattern::examples(pattern::example{.with = {\"x\", …}, .without = "
+          "{…}}, …);`, each naming at least one capture, and only captures the pattern or its "
+          "sources bind");
   }
   return rule<R>;
 }

@@ -128,6 +128,9 @@ struct instance {
   // Refused for the rule's options alone (verdict::no_with_these_options): no failure; what it
   // holds that no instance fused may be what these options refuse (result::refused_by_options).
   bool by_options = false;
+  // The rule's example it was written for (pattern::example, as text), or "": one the rule
+  // refuses is a failure whatever else fused.
+  std::string example;
   std::string file;    // its name under write_to
   std::string parity;  // "ok", "differs: …", "failed: …", "not run: …", or "" (not asked)
 };
@@ -164,7 +167,7 @@ struct result {
     // Asked for, parity is proven or the check fails: an instance ONNX Runtime could not run is
     // not one that computes the same.
     for (const instance& i : instances)
-      if ((!i.fused && !i.combination && !i.by_options) ||
+      if ((!i.fused && (!i.combination || !i.example.empty()) && !i.by_options) ||
           (i.fused && parity_checked && i.parity != "ok"))
         return false;
     for (const mutant& m : mutants)
@@ -214,7 +217,9 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
   std::vector<std::string> failures;
   for (const std::string& u : uncovered) failures.push_back("not covered: " + u);
   for (const instance& i : instances) {
-    if (!i.fused && !i.combination && !i.by_options)
+    if (!i.fused && !i.by_options && !i.example.empty())
+      failures.push_back("example " + i.example + " did not fuse: " + i.reason);
+    else if (!i.fused && !i.combination && !i.by_options)
       failures.push_back("instance [" + i.choices + "] did not fuse: " + i.reason);
     if (!i.parity.empty() && i.parity != "ok")
       failures.push_back("instance [" + i.choices + "] parity: " + i.parity);
@@ -268,10 +273,13 @@ class planner {
   enum class mode : std::uint8_t { cover, random, replay, keyed };
   using choices = std::map<point_key, int>;
 
-  void begin(mode m, std::vector<int> replay = {}, choices keyed = {}) {
+  // steer: in keyed mode, where the map has no choice, the alternative the example prefers.
+  void begin(mode m, std::vector<int> replay = {}, choices keyed = {},
+             const pattern::example* steer = nullptr) {
     mode_ = m;
     replay_ = std::move(replay);
     keyed_ = std::move(keyed);
+    steer_ = m == mode::keyed ? steer : nullptr;
     taken_.clear();
     sequence_.clear();
     novel_ = false;
@@ -292,22 +300,24 @@ class planner {
   // pattern's own text: the description (kilobytes at the root of a large pattern, written anew
   // at each choice below it) took most of a check's time, and the part's address names the point
   // after the first meeting.
+  // `preferred`: the example's alternative there (steering()).
   template <class P>
-  int choose(const P& p, std::size_t alternatives, std::string_view between) {
+  int choose(const P& p, std::size_t alternatives, std::string_view between, int preferred = 0) {
     const auto [known, first] = by_address_.try_emplace({&p, typeid(P)}, 0);
     if (first) known->second = point_named(typeid(P), alternatives, pattern::describe(p), between);
-    return choose_at(known->second, alternatives);
+    return choose_at(known->second, alternatives, preferred);
   }
+  const pattern::example* steering() const { return steer_; }
 
  private:
-  int choose_at(std::size_t id, std::size_t alternatives) {
+  int choose_at(std::size_t id, std::size_t alternatives, int preferred = 0) {
     const point_key where{id};
     int pick = 0;
     if (mode_ == mode::replay) {
       pick = sequence_.size() < replay_.size() ? replay_[sequence_.size()] : 0;
     } else if (mode_ == mode::keyed) {
       const auto held = keyed_.find(where);
-      pick = held == keyed_.end() ? 0 : std::min(held->second, int(alternatives) - 1);
+      pick = held == keyed_.end() ? preferred : std::min(held->second, int(alternatives) - 1);
     } else {
       pick = int(random_() % alternatives);
       // Covering: one alternative no instance has fused yet, and beside it alternatives that
@@ -449,6 +459,7 @@ class planner {
   mode mode_ = mode::cover;
   std::vector<int> replay_;
   choices keyed_;
+  const pattern::example* steer_ = nullptr;
   bool novel_ = false;  // whether this round took its one new alternative
   bool jointly_ = false;
   std::size_t rounds_ = 0;
@@ -499,6 +510,33 @@ FUSEKIT_ENGINE_INLINE std::vector<std::string> planner::uncovered() const {
   return out;
 }
 #endif
+
+// "{with softcap, k_grouped; without k_cache}"
+inline std::string example_text(const pattern::example& e) {
+  std::string out;
+  for (const auto& [word, names] : {std::pair{"with", e.with}, std::pair{"without", e.without}}) {
+    std::string listed;
+    for (const std::string_view name : names)
+      if (!name.empty()) listed += (listed.empty() ? "" : ", ") + std::string(name);
+    if (!listed.empty()) out += (out.empty() ? "" : "; ") + std::string(word) + " " + listed;
+  }
+  return "{" + out + "}";
+}
+
+// How a graph written for `e` is not what it asks: "" where it binds every capture of `with`
+// and none of `without`.
+inline std::string astray(const pattern::example& e,
+                          const std::set<std::string, std::less<>>& names) {
+  std::string out;
+  const auto add = [&](std::string_view what, std::string_view name) {
+    out += (out.empty() ? "" : ", ") + std::string(what) + std::string(name);
+  };
+  for (const std::string_view name : e.with)
+    if (!name.empty() && !names.contains(name)) add("no ", name);
+  for (const std::string_view name : e.without)
+    if (!name.empty() && names.contains(name)) add("", name);
+  return out;
+}
 
 // ---- building one instance
 
@@ -554,6 +592,9 @@ struct state {
   // The nodes the pattern binds by name (.bind<"split">()), by index: a name bound twice is one
   // node, each place reading the output its pattern names.
   std::map<std::string, int, std::less<>> bound_nodes;
+  // The names an optional op present or an any_of binds: with the two above, what an example
+  // asks of the instance (pattern::example).
+  std::set<std::string, std::less<>> named;
   std::vector<leaf_form> forms;  // of the free leaves, in order; missing ones: full
   std::size_t free_leaves = 0;
   int mutate = -1;  // the mutation site to break, -1: none
@@ -912,10 +953,21 @@ struct gen<pattern::transparent_t<P, AnyCasts>> {
   }
 };
 
+// The first alternative that binds the most of what the example asks for (pattern::steered).
+template <class... Binds>
+int preferred(const planner& plan) {
+  const pattern::example* e = plan.steering();
+  if (e == nullptr) return 0;
+  const std::array scores{pattern::steered<Binds>(*e)...};
+  return int(std::max_element(scores.begin(), scores.end()) - scores.begin());
+}
+
 template <class P>
 struct gen<pattern::maybe_t<P>> {
   static build::value make(const pattern::maybe_t<P>& p, state& s, want w) {
-    if (s.plan.choose(p, 2, " given | omitted") == 1) return {""};
+    const int steer =
+        preferred<typename pattern::captures_of<P>::type, pattern::decl_list<>>(s.plan);
+    if (s.plan.choose(p, 2, " given | omitted", steer) == 1) return {""};
     return detail::make(p.inner, s, w);
   }
 };
@@ -925,8 +977,11 @@ struct gen<pattern::optional_t<Op, Bind>> {
   static build::value make(const pattern::optional_t<Op, Bind>& p, state& s, want w) {
     // Absent first: the first instance is the pattern at its plainest, the one most likely to
     // fuse before any alternative has, and the base the others are each tried beside.
-    if (s.plan.choose(p, 2, " absent | present") == 0)
+    using absent = typename pattern::captures_of<decltype(p.inner.inputs.head)>::type;
+    const int steer = preferred<absent, typename pattern::optional_t<Op, Bind>::captures>(s.plan);
+    if (s.plan.choose(p, 2, " absent | present", steer) == 0)
       return detail::make(p.inner.inputs.head, s, w);
+    if constexpr (pattern::optional_t<Op, Bind>::binds) s.named.emplace(Bind.view());
     return detail::make(p.inner, s, w);
   }
 };
@@ -934,7 +989,9 @@ struct gen<pattern::optional_t<Op, Bind>> {
 template <pattern::fixed_string Bind, class... Alts>
 struct gen<pattern::any_of_t<Bind, Alts...>> {
   static build::value make(const pattern::any_of_t<Bind, Alts...>& p, state& s, want w) {
-    const int k = s.plan.choose(p, sizeof...(Alts), " branch");
+    const int k = s.plan.choose(p, sizeof...(Alts), " branch",
+                                preferred<typename pattern::captures_of<Alts>::type...>(s.plan));
+    if constexpr (pattern::any_of_t<Bind, Alts...>::binds) s.named.emplace(Bind.view());
     return pick(p.alts, k, s, w);
   }
 
@@ -1738,7 +1795,8 @@ struct built {
   std::vector<int> sequence;
   std::string choices;
   std::size_t free_leaves = 0;
-  std::vector<int> views;  // each open view's candidate
+  std::vector<int> views;                    // each open view's candidate
+  std::set<std::string, std::less<>> names;  // the captures it writes, and the nodes it binds
 };
 
 // Why the rule's pattern does not match at `root`'s producer or its guard refuses; nullopt where
@@ -1843,6 +1901,9 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
   out.sequence = plan.sequence();
   out.choices = plan.describe_taken();
   out.free_leaves = s.free_leaves;
+  out.names = std::move(s.named);
+  for (const auto& [name, value] : s.bound) out.names.insert(name);
+  for (const auto& [name, index] : s.bound_nodes) out.names.insert(name);
   // The outputs, typed as the facts prove them: ONNX Runtime and the checker want their types.
   const graph g(out.model);
   const facts& f = facts_of(g);
@@ -2056,8 +2117,19 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     return stem + ".onnx";
   };
 
-  const auto attempt = [&](planner::mode mode, planner::choices keyed = {}) {
-    plan.begin(mode, {}, std::move(keyed));
+  // An example the check could not judge: a failure of the check, with the reason.
+  const auto unjudged = [&](const pattern::example& e, const std::string& choices,
+                            std::string why) {
+    instance i;
+    i.choices = choices;
+    i.reason = std::move(why);
+    i.example = detail::example_text(e);
+    out.instances.push_back(std::move(i));
+    held.push_back(plan.taken());
+  };
+  const auto attempt = [&](planner::mode mode, planner::choices keyed = {},
+                           const pattern::example* steer = nullptr) {
+    plan.begin(mode, {}, std::move(keyed), steer);
     // Every leaf of the options' shape first: the search's first try, already built.
     std::size_t view_graphs_left = o.view_graphs;
     detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &view_graphs_left);
@@ -2071,6 +2143,13 @@ result check(const options& o, const rewrite::options_of<R>& own) {
       no_model = detail::no_model(written.model, g);
       return no_model.empty() && detail::accepted<R>(g, written.root, own);
     };
+    // An example whose choices write what it does not ask (two of its captures in one any_of's
+    // branches, or one its other choices rule out) is the rule's word broken, and no instance.
+    if (steer != nullptr)
+      if (const std::string off = detail::astray(*steer, b.names); !off.empty()) {
+        unjudged(*steer, choices, "its choices write " + off);
+        return;
+      }
     std::string no_model;
     bool found = judge(b, no_model);
     const bool too_new = !detail::too_new_op(b.model).empty();
@@ -2091,10 +2170,13 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     if (!no_model.empty()) {
       plan.refused(no_model);
       ++out.no_models;
+      // An example that writes no model is no instance, and still the rule's word broken.
+      if (steer != nullptr) unjudged(*steer, choices, no_model);
       return;
     }
     instance i;
     i.choices = choices;
+    if (steer != nullptr) i.example = detail::example_text(*steer);
     onnx::ModelProto fused = b.model;
     const rewrite::report r = detail::run<R>(fused, own);
     i.fused = !r.fusions.empty();
@@ -2160,6 +2242,12 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     }
   };
   refused_by_options();
+  // What the rule says fuses only together: from there the search below reaches what is made
+  // within it (the soft cap, GroupQueryAttention's alone).
+  if constexpr (rewrite::rule_detail::declares_examples<R>) {
+    for (const pattern::example& e : R::examples) attempt(planner::mode::keyed, {}, &e);
+    refused_by_options();
+  }
   // An alternative that fuses only beside others it needs (q's heads merged into the batch axis
   // ask the same of kᵀ, of v and of the probabilities) is left uncovered by rounds that choose
   // apart. From each form the rule fused into with it put in, from the pattern at its plainest

@@ -66,13 +66,14 @@ inline value_id unmerged(const graph& g, value_id x) {
 }
 // What the guard reads beyond the pattern (the rules' sources, for selfcheck): q and v as given,
 // or merged from BNSH by a Reshape outside the match; k_merged merged so always (as given it
-// would be no k the op can read).
+// would be no k the op can read). The merges of q and v are bound, for the rules' examples.
 inline constexpr auto merged_outside =
     op<"Reshape">(any(), any())
         .where("batch and heads merged into one axis", merges_batch_and_heads);
 inline constexpr auto merges_read =
-    sources(source<"q">(any_of(any(), merged_outside)), source<"k_merged">(merged_outside),
-            source<"v">(any_of(any(), merged_outside)));
+    sources(source<"q">(any_of(any(), merged_outside.bind<"q_merge">())),
+            source<"k_merged">(merged_outside),
+            source<"v">(any_of(any(), merged_outside.bind<"v_merge">())));
 
 // q unfolded where its heads are folded into the query axis (folded_query_heads.hpp).
 template <class M>

@@ -226,6 +226,26 @@ inline constexpr auto merged =
                       .attr<"perm">(ints(0, 2, 1, 3)),
                   any());
 
+// What the guards accept only together, which no search one choice at a time reaches: the rules'
+// examples for selfcheck (fusekit/pattern/examples.hpp).
+// GroupQueryAttention's block: k and v repeated for q's heads alike, no cache (under ort the
+// only op soft-capped scores fuse into).
+inline constexpr pattern::example grouped_query_block{.with = {"k_grouped", "v_grouped"},
+                                                      .without = {"k_cache", "v_cache"}};
+// The dynamo exporter's repeat_kv merged into kᵀ's detour, beside v repeated alike.
+inline constexpr pattern::example repeated_detour_block{.with = {"k_grouped", "v_grouped"},
+                                                        .without = {"k_bnsh", "k_flat"}};
+// BART's heads in the batch axis: the scores split for the mask and merged back for Softmax.
+inline constexpr pattern::example heads_in_batch_block{
+    .with = {"q_merge", "k_merged", "scores_view", "masked_view", "v_merge"},
+    .without = {"v_view", "v_grouped", "v_cache"}};
+// And the product split again for the head merge.
+inline constexpr pattern::example heads_in_batch_merged_block = [] {
+  pattern::example e = heads_in_batch_block;
+  e.with[5] = "out_view";
+  return e;
+}();
+
 // Whether a Softmax feeds the anchor's data path within a few nodes: what makes a failed match
 // at this anchor a near miss worth a reason, rather than an unrelated MatMul or Reshape.
 inline bool softmax_upstream(const graph& g, node_id n) {
@@ -579,6 +599,9 @@ struct scaled_dot_product_attention_head_merge {
   static constexpr std::size_t near_miss_depth = 4;
   static constexpr auto pattern = sdpa::merged;
   static constexpr auto sources = sdpa::read_beyond;
+  // What the guard accepts only together, which no search one choice at a time reaches.
+  static constexpr auto examples = pattern::examples(
+      sdpa::grouped_query_block, sdpa::heads_in_batch_merged_block, sdpa::repeated_detour_block);
   using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return sdpa::softmax_upstream(g, n); }
 
@@ -613,6 +636,8 @@ struct scaled_dot_product_attention {
   static constexpr std::string_view name = "scaled-dot-product-attention";
   static constexpr auto pattern = sdpa::core;
   static constexpr auto sources = sdpa::read_beyond;
+  static constexpr auto examples = pattern::examples(
+      sdpa::grouped_query_block, sdpa::heads_in_batch_block, sdpa::repeated_detour_block);
   using options = attention_options;
   static bool resembles(const graph& g, node_id n) { return sdpa::softmax_read_by(g, n) != no_id; }
   static bool is_its_block(const graph& g, node_id n) {
