@@ -133,6 +133,9 @@ struct instance {
   std::string example;
   std::string file;    // its name under write_to
   std::string parity;  // "ok", "differs: …", "failed: …", "not run: …", or "" (not asked)
+
+  // Whether not fusing fails the check: a combination may be refused, an example may not.
+  bool refusal_fails() const { return !fused && !by_options && (!combination || !example.empty()); }
 };
 
 struct mutant {
@@ -167,9 +170,7 @@ struct result {
     // Asked for, parity is proven or the check fails: an instance ONNX Runtime could not run is
     // not one that computes the same.
     for (const instance& i : instances)
-      if ((!i.fused && (!i.combination || !i.example.empty()) && !i.by_options) ||
-          (i.fused && parity_checked && i.parity != "ok"))
-        return false;
+      if (i.refusal_fails() || (i.fused && parity_checked && i.parity != "ok")) return false;
     for (const mutant& m : mutants)
       if (!m.ok) return false;
     return true;
@@ -217,10 +218,10 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
   std::vector<std::string> failures;
   for (const std::string& u : uncovered) failures.push_back("not covered: " + u);
   for (const instance& i : instances) {
-    if (!i.fused && !i.by_options && !i.example.empty())
-      failures.push_back("example " + i.example + " did not fuse: " + i.reason);
-    else if (!i.fused && !i.combination && !i.by_options)
-      failures.push_back("instance [" + i.choices + "] did not fuse: " + i.reason);
+    if (i.refusal_fails())
+      failures.push_back(
+          (i.example.empty() ? "instance [" + i.choices + "]" : "example " + i.example) +
+          " did not fuse: " + i.reason);
     if (!i.parity.empty() && i.parity != "ok")
       failures.push_back("instance [" + i.choices + "] parity: " + i.parity);
   }
@@ -1795,8 +1796,9 @@ struct built {
   std::vector<int> sequence;
   std::string choices;
   std::size_t free_leaves = 0;
-  std::vector<int> views;                    // each open view's candidate
-  std::set<std::string, std::less<>> names;  // the captures it writes, and the nodes it binds
+  std::vector<int> views;  // each open view's candidate
+  // The captures it writes and the nodes it binds, where written for an example.
+  std::set<std::string, std::less<>> names;
 };
 
 // Why the rule's pattern does not match at `root`'s producer or its guard refuses; nullopt where
@@ -1901,9 +1903,11 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
   out.sequence = plan.sequence();
   out.choices = plan.describe_taken();
   out.free_leaves = s.free_leaves;
-  out.names = std::move(s.named);
-  for (const auto& [name, value] : s.bound) out.names.insert(name);
-  for (const auto& [name, index] : s.bound_nodes) out.names.insert(name);
+  if (plan.steering() != nullptr) {  // read only against an example
+    out.names = std::move(s.named);
+    for (const auto& [name, value] : s.bound) out.names.insert(name);
+    for (const auto& [name, index] : s.bound_nodes) out.names.insert(name);
+  }
   // The outputs, typed as the facts prove them: ONNX Runtime and the checker want their types.
   const graph g(out.model);
   const facts& f = facts_of(g);
