@@ -287,6 +287,50 @@ TEST(Fuse, ReplacementByAnExistingValueGoesThroughIdentityWhenNamed) {
   fusekit::rewrite::check_invariants(m);
 }
 
+TEST(Fuse, ReplacementByAnExistingValueForwardsItsReaders) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  b.output(b.op("Relu", {b.op("Neg", {b.op("Neg", {x})})}), dtype::float32, {4});
+  model m = b.build_model();
+  fuse<double_negation>(m);
+  // An elimination leaves nothing where it was: Relu reads x.
+  ASSERT_EQ(op_types(m), std::vector<std::string>{"Relu"});
+  EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(Fuse, ForwardsOfOnePassAreFollowedToTheirEnd) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto n = x;
+  for (int i = 0; i < 4; ++i) n = b.op("Neg", {n});
+  b.output(b.op("Relu", {n}), dtype::float32, {4});
+  model m = b.build_model();
+  const auto report = fuse<double_negation>(m);
+  // Both pairs go in one pass; the second's readers are forwarded to the first's root, which is
+  // forwarded to x.
+  EXPECT_EQ(report.fusions.size(), 2u);
+  EXPECT_EQ(report.passes, 1);
+  ASSERT_EQ(op_types(m), std::vector<std::string>{"Relu"});
+  EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
+}
+
+TEST(Fuse, AValueASubgraphReadsByNameKeepsItThroughIdentity) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {4});
+  auto twice = b.op("Neg", {b.op("Neg", {x})});
+  auto body = b.subgraph("then");
+  body.output(body.op("Relu", {twice}), dtype::float32, {4});
+  b.output(b.op("If", {b.input("cond", dtype::boolean, {})},
+                {{"then_branch", body.proto()}, {"else_branch", body.proto()}}),
+           dtype::float32, {4});
+  model m = b.build_model();
+  fuse<double_negation>(m);
+  // The body reads the pair's output by its name, which only an Identity can keep.
+  EXPECT_EQ(op_types(m), (std::vector<std::string>{"Identity", "If"}));
+  fusekit::rewrite::check_invariants(m);
+}
+
 TEST(Fuse, OverlapsResolveByGraphOrderThenAnotherPass) {
   model_builder b;
   auto x = b.input("x", dtype::float32, {4});
@@ -645,6 +689,14 @@ TEST(Checker, AnErrorTheRewriteIntroducedIsARefusal) {
               "the ONNX checker rejects the fused model: Field 'name' of 'graph' is required to be "
               "non-empty.");
   }
+}
+
+TEST(Checker, AGraphOutputWithoutAShapeIsNamed) {
+  // The checker's own words name the field only; which value lacks it comes first.
+  model_builder b;
+  b.output(b.op("Relu", {b.input("x", dtype::float32, {2})}), dtype::float32);
+  EXPECT_EQ(fusekit::rewrite::checker_error(b.build_model()),
+            "graph output 'Relu_0': Field 'shape' of 'type' is required but missing.");
 }
 
 // An opset-23 model whose standard Attention is well formed, with one attribute of the caller's

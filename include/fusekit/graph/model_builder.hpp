@@ -106,6 +106,8 @@ struct attr {
       : attr(std::move(name), onnx::AttributeProto_AttributeType_GRAPH) {
     *proto.mutable_g() = std::move(v);
   }
+  // An attribute as a node already has it: emit's copy of a matched node.
+  explicit attr(onnx::AttributeProto a) : proto(std::move(a)) {}
 
   onnx::AttributeProto proto;
 

@@ -110,6 +110,35 @@ inline std::map<std::string, int> count_ops(
   return counts;
 }
 
+// The values a pass's edits forward to another name (emitter::forwards), each followed to its end
+// (an edit may forward to a value another edit forwards), and the nodes that read them.
+class forwarding {
+ public:
+  forwarding(const graph& g, std::span<candidate* const> edits) {
+    for (const candidate* c : edits)
+      for (const auto& [old, to] : c->edit->forwards()) {
+        to_.emplace(std::string(g.name(old)), to);
+        for (const use& u : g.consumers(old)) readers_.insert(u.node);
+      }
+    for (auto& [from, to] : to_)
+      for (std::size_t hops = 0; hops < to_.size(); ++hops) {
+        auto next = to_.find(to);
+        if (next == to_.end()) break;
+        to = next->second;
+      }
+  }
+  bool reads_one(node_id n) const { return readers_.contains(n); }
+  void rename_inputs(onnx::NodeProto& node) const {
+    if (to_.empty()) return;
+    for (std::string& in : *node.mutable_input())
+      if (auto it = to_.find(in); it != to_.end()) in = it->second;
+  }
+
+ private:
+  std::unordered_map<std::string, std::string> to_;
+  std::unordered_set<node_id> readers_;
+};
+
 // One graph's edits of a pass, worked out before anything changes: its new node and initializer
 // lists, as pointers to the elements it keeps and to new ones.
 struct graph_edit {
@@ -158,16 +187,24 @@ struct graph_edit {
       }
     std::vector<char> gone(g.node_count(), 0);
     for (node_id n : dead) gone[n] = 1;
+    const forwarding forwarded(g, edits);
 
     nodes.reserve(g.node_count());
     for (node_id n : g.topological_order()) {
-      if (edit_at[n] != nullptr)
+      if (edit_at[n] != nullptr) {
         realize(g, *edit_at[n], dead);
-      else if (auto it = rewired_at.find(n); it != rewired_at.end())
+      } else if (auto it = rewired_at.find(n); it != rewired_at.end()) {
         nodes.insert(nodes.end(), it->second.begin(), it->second.end());
-      else if (!gone[n])
+      } else if (!gone[n] && forwarded.reads_one(n)) {
+        added_nodes.push_back(std::make_unique<onnx::NodeProto>(g.node(n)));
+        nodes.push_back(added_nodes.back().get());
+      } else if (!gone[n]) {
         nodes.push_back(const_cast<onnx::NodeProto*>(&g.node(n)));
+      }
     }
+    // A reader that stays, or a node an edit of this pass wrote, reads a forwarded value by its
+    // new name: the former as a copy, so that the journal can put the original back.
+    for (const auto& node : added_nodes) forwarded.rename_inputs(*node);
 
     // Initializers that only dead nodes read go with them.
     // Each is judged once: one shared by every layer (a scale) has as many readers as layers.

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fusekit/engine.hpp"
+#include "fusekit/graph/array.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/names.hpp"
@@ -55,6 +56,19 @@ class emitter {
                  std::initializer_list<build::attr> attrs = {}, std::string_view domain = {}) {
     return ops(op_type, std::move(inputs), attrs, domain).front();
   }
+  // A node like `n`, a matched one: its op, domain and the attributes it sets, reading `inputs`;
+  // each of `changed` takes the place of the attribute of its name, or is added. Returns its
+  // output (one: a node of several outputs is written with ops()).
+  std::string copy(node_id n, std::vector<std::string> inputs,
+                   std::initializer_list<build::attr> changed = {}) {
+    const onnx::NodeProto& from = graph_->node(n);
+    std::vector<build::attr> attrs(changed);
+    for (const onnx::AttributeProto& a : from.attribute())
+      if (std::none_of(attrs.begin(), attrs.end(),
+                       [&](const build::attr& c) { return c.proto.name() == a.name(); }))
+        attrs.push_back(build::attr(a));
+    return ops(from.op_type(), std::move(inputs), attrs, from.domain()).front();
+  }
 
   // A new initializer holding `values` (encoded as `type`).
   std::string constant(dtype type, std::vector<std::int64_t> dims,
@@ -63,10 +77,18 @@ class emitter {
     initializers_.push_back(build::make_tensor(name, type, std::move(dims), values));
     return name;
   }
+  // A new initializer holding a fold's result, in its type.
+  std::string constant(const array& values) {
+    const std::string name = names_->fresh(stem_ + "/const");
+    initializers_.push_back(values.to_tensor(name));
+    return name;
+  }
 
   // `replacement` takes the place of `old`, an output of a matched node: every reader that stays,
   // and the graph output of that name, read it instead. An interior value may be replaced only
   // when nothing before the root reads it, since the replacement is computed where the root was.
+  // `replacement` may be a value the model has (`e.value(x)`): its readers are forwarded to it,
+  // as an elimination does, with no node in between.
   void replace(value_id old, std::string replacement) {
     replacements_.emplace_back(old, std::move(replacement));
   }
@@ -76,10 +98,14 @@ class emitter {
   }
 
   // Writes each replacement under the name of the value it replaces, so that readers and graph
-  // outputs keep working unchanged: an emitted output takes the old name; an existing value, or an
-  // emitted one standing for a second value, goes through an Identity. The driver calls it once
-  // it has checked the edit.
+  // outputs keep working unchanged: an emitted output takes the old name. An existing value, or an
+  // emitted one standing for a second value, is forwarded: the driver renames the readers' inputs
+  // (forwards()). Only where a name must live on — a graph output, or a value a subgraph reads
+  // from the outer scope by its name — an Identity writes it. The driver calls it once it has
+  // checked the edit.
   void name_replacements();
+  // Replaced values whose readers read another name from now on: the driver renames them.
+  const std::vector<std::pair<value_id, std::string>>& forwards() const { return forwards_; }
   std::vector<onnx::NodeProto> take_nodes() { return std::move(nodes_); }
   std::vector<onnx::TensorProto> take_initializers() { return std::move(initializers_); }
 
@@ -102,6 +128,7 @@ class emitter {
   std::vector<onnx::NodeProto> nodes_;
   std::vector<onnx::TensorProto> initializers_;
   std::vector<std::pair<value_id, std::string>> replacements_;
+  std::vector<std::pair<value_id, std::string>> forwards_;
   std::set<std::string> domains_;
   nlohmann::json notes_ = nlohmann::json::object();
 };
@@ -143,6 +170,14 @@ FUSEKIT_ENGINE_INLINE void emitter::name_replacements() {
       *output = old_name;
       continue;
     }
+    const auto uses = graph_->consumers(old);
+    const bool name_lives_on =
+        graph_->is_graph_output(old) ||
+        std::any_of(uses.begin(), uses.end(), [](const use& u) { return u.is_implicit(); });
+    if (!name_lives_on) {
+      forwards_.emplace_back(old, replacement);
+      continue;
+    }
     onnx::NodeProto& identity = nodes_.emplace_back();
     identity.set_op_type("Identity");
     identity.set_name(names_->fresh(stem_ + "/Identity"));
@@ -152,6 +187,8 @@ FUSEKIT_ENGINE_INLINE void emitter::name_replacements() {
   for (auto& node : nodes_)
     for (auto& in : *node.mutable_input())
       if (auto it = renamed.find(in); it != renamed.end()) in = it->second;
+  for (auto& [old, to] : forwards_)
+    if (auto it = renamed.find(to); it != renamed.end()) to = it->second;
 }
 #endif
 

@@ -86,7 +86,20 @@ FUSEKIT_ENGINE_INLINE std::string checker_error(const model& m) {
   try {
     check_model(m.proto);
   } catch (const std::exception& e) {
-    return one_line(e.what());
+    std::string why = one_line(e.what());
+    // The checker's complaint about a value_info names the field, not the value: say which.
+    auto untyped = [](const onnx::ValueInfoProto& v) {
+      return !v.has_type() ||
+             (v.type().has_tensor_type() &&
+              (!v.type().tensor_type().has_elem_type() || !v.type().tensor_type().has_shape()));
+    };
+    const auto& g = m.proto.graph();
+    for (const auto* list : {&g.input(), &g.output()})
+      for (const auto& v : *list)
+        if (untyped(v))
+          return "graph " + std::string(list == &g.input() ? "input" : "output") + " '" + v.name() +
+                 "': " + why;
+    return why;
   }
   return {};
 }
