@@ -10,6 +10,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <deque>
 #include <filesystem>
@@ -211,6 +212,27 @@ class graph {
         if (attr_name == name) return {value, true};
     return {};
   }
+  // The op's schema at the model's opset of its domain; null where onnx (or fusekit's contributed
+  // op schemas) does not know the op there.
+  const onnx::OpSchema* schema(node_id n) const {
+    const auto& schemas = root_->shared_->schemas;
+    return op(n) < schemas.size() ? schemas[op(n)] : nullptr;
+  }
+  // Whether the op has an attribute of this name at other opsets but not at the model's, as
+  // BatchNormalization before opset 14 has no training_mode, and from 7 on no is_test. False
+  // where the schema is unknown, and for a name no opset of the op has (a misspelling).
+  bool attribute_not_in_opset(node_id n, std::string_view name) const {
+    const onnx::OpSchema* s = schema(n);
+    const std::string attribute(name);
+    if (s == nullptr || s->attributes().contains(attribute)) return false;
+    for (const onnx::OpSchema* other = schemas().GetSchema(s->Name(), INT_MAX, s->domain());
+         other != nullptr;
+         other = other->SinceVersion() > 1
+                     ? schemas().GetSchema(s->Name(), other->SinceVersion() - 1, s->domain())
+                     : nullptr)
+      if (other->attributes().contains(attribute)) return true;
+    return false;
+  }
   std::optional<std::int64_t> attribute_int(node_id n, std::string_view name) const {
     auto a = attribute(n, name);
     if (!a || a.attribute->type() != onnx::AttributeProto_AttributeType_INT) return std::nullopt;
@@ -295,7 +317,8 @@ class graph {
     op_interner ops;
     std::vector<bool> used_ops;  // op ids that occur in some graph of the model
     std::vector<std::vector<std::pair<std::string_view, const onnx::AttributeProto*>>> defaults;
-    std::deque<onnx::TensorProto> synthesized;  // grows without moving: pointers stay valid
+    std::vector<const onnx::OpSchema*> schemas;  // by op id, at the model's opset; null: unknown
+    std::deque<onnx::TensorProto> synthesized;   // grows without moving: pointers stay valid
   };
 
   graph(const onnx::GraphProto& proto, graph* parent, node_id owner)
@@ -656,12 +679,14 @@ FUSEKIT_ENGINE_INLINE void graph::index() {
 FUSEKIT_ENGINE_INLINE void graph::load_schemas() {
   auto& shared = *shared_;
   shared.defaults.resize(shared.ops.size());
+  shared.schemas.resize(shared.ops.size(), nullptr);
   for (op_id id = 0; id < shared.ops.size(); ++id) {
     const std::int64_t version = opset(shared.ops.domain(id));
     if (version <= 0 || id >= shared.used_ops.size() || !shared.used_ops[id]) continue;
     const auto* schema = schemas().GetSchema(std::string(shared.ops.name(id)), int(version),
                                              std::string(shared.ops.domain(id)));
     if (schema == nullptr) continue;
+    shared.schemas[id] = schema;
     for (const auto& [name, attr] : schema->attributes())
       if (attr.default_value.type() != onnx::AttributeProto_AttributeType_UNDEFINED)
         shared.defaults[id].emplace_back(name, &attr.default_value);

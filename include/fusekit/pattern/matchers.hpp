@@ -244,6 +244,10 @@ struct value_predicates {
   constexpr auto same_dim() const {
     return checked<Self, same_dim_as<I, Other, J>>{self(), {}};
   }
+  template <fixed_string Other>
+  constexpr auto broadcasts_to() const {
+    return checked<Self, broadcasts_to_bound<Other>>{self(), {}};
+  }
   template <class F>
   constexpr auto where_bound(const char* text, F fn) const {
     return checked<Self, value_where_bound<F>>{self(), {text, fn}};
@@ -650,7 +654,7 @@ struct constant_t : value_predicates<constant_t<Name>> {
       }
     }
     constexpr std::size_t i = index_of<typename C::captures>(Name.view());
-    return c.template bind<i>(slot{.pointer = t}, rest);
+    return c.template bind<i>(slot{.id = v, .pointer = t}, rest);
   }
 
  private:

@@ -346,6 +346,9 @@ struct attribute_is {
   bool check(C& c, const site* where, node_id n) const {
     const attribute_lookup found = c.g.attribute(n, Name.view());
     if (found && matcher.accepts(c.g, n, *found.attribute)) return true;
+    // An attribute the op does not have at the model's opset: the node does what the attribute
+    // would ask of a later one (BatchNormalization-9 is in inference mode, with no training_mode).
+    if (!found && c.g.attribute_not_in_opset(n, Name.view())) return true;
     c.fail(where, n, [&](std::string& m) {
       m += c.g.describe(n) + ": ";
       if (!found) {
@@ -577,8 +580,10 @@ struct same_dim_as {
     constexpr std::size_t k = index_of<typename C::captures>(Other.view());
     static_assert(k != npos, "fusekit: same_dim<>: the pattern has no capture of this name");
     if constexpr (k != npos) {
-      static_assert(C::captures::kinds[k] == capture_kind::value,
-                    "fusekit: same_dim<>: the other capture must be a value (capture<>)");
+      static_assert(C::captures::kinds[k] == capture_kind::value ||
+                        C::captures::kinds[k] == capture_kind::tensor,
+                    "fusekit: same_dim<>: the other capture must be a value (capture<>) or a "
+                    "constant (constant<>)");
       const slot& other = c.slots[k];
       if (!other.bound) {
         c.fail(where, c.g.producer(v), [&](std::string& m) {
@@ -595,6 +600,55 @@ struct same_dim_as {
              std::to_string(J) + " of ";
         m += quoted(Other.view());
         m += ": " + f.shape_text(v) + " vs " + f.shape_text(other.id);
+      });
+    }
+    return false;
+  }
+};
+
+// .broadcasts_to<"y">(): the value can stand beside y in an element-wise op without changing y's
+// shape (ONNX's unidirectional broadcasting, as Gemm's C and PRelu's slope take it): rank at
+// most y's, and each dim, aligned from the last, proven 1 or proven equal to y's.
+template <fixed_string Other>
+struct broadcasts_to_bound {
+  void describe(std::string& out) const {
+    out += "broadcasts to ";
+    out += quoted(Other.view());
+  }
+  template <class C>
+  bool check(C& c, const site* where, value_id v) const {
+    constexpr std::size_t k = index_of<typename C::captures>(Other.view());
+    static_assert(k != npos, "fusekit: broadcasts_to<>: the pattern has no capture of this name");
+    if constexpr (k != npos) {
+      static_assert(C::captures::kinds[k] == capture_kind::value ||
+                        C::captures::kinds[k] == capture_kind::tensor,
+                    "fusekit: broadcasts_to<>: the other capture must be a value (capture<>) or a "
+                    "constant (constant<>)");
+      const slot& other = c.slots[k];
+      if (!other.bound) {
+        c.fail(where, c.g.producer(v), [&](std::string& m) {
+          message::not_bound_yet(m, describe_value(c.g, v), "broadcasts_to", Other.view());
+        });
+        return false;
+      }
+      const facts& f = facts_of(c.g);
+      const auto rank = f.rank(v), to = f.rank(other.id);
+      int broken = -1;  // the first dim, from the last, not proven to broadcast
+      truth t = rank && to ? (*rank <= *to ? truth::yes : truth::no) : truth::unknown;
+      for (int i = 1; t == truth::yes && i <= int(*rank); ++i) {
+        const sym* d = f.dim_of(v, -i);
+        if (d != nullptr && d->is_constant(1)) continue;
+        t = f.same_dim(v, -i, other.id, -i);
+        if (t != truth::yes) broken = int(*rank) - i;
+      }
+      if (t == truth::yes) return true;
+      c.fail(where, c.g.producer(v), [&](std::string& m) {
+        m += describe_value(c.g, v) + " is " + f.shape_text(v) +
+             (t == truth::no ? ", which does not broadcast to " : ", not proven to broadcast to ");
+        m += quoted(Other.view());
+        m += " " + f.shape_text(other.id);
+        const std::string why = broken >= 0 ? f.why_unknown(v, broken) : f.why_unknown(v);
+        if (t == truth::unknown && !why.empty()) m += "; " + why;
       });
     }
     return false;
