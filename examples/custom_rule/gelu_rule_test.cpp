@@ -121,8 +121,7 @@ TEST(GeluRuleNearMiss, InteriorValueIsAGraphOutput) {
 // broken alone must leave the graph unfused, with a near miss that names it.
 TEST(GeluRule, Selfcheck) {
   const auto result = fusekit::selfcheck::check<my_rules::gelu>(
-      {.write_to = std::filesystem::path(FUSEKIT_BINARY_DIR) / "selfcheck" / "gelu",
-       .python = FUSEKIT_PYTHON});
+      {.write_to = FUSEKIT_SELFCHECK_DIR, .python = FUSEKIT_PYTHON});
   EXPECT_TRUE(result.ok()) << result.to_table();
   // the line the pattern README quotes
   EXPECT_EQ(result.to_table(),

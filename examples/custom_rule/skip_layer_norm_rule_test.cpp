@@ -223,8 +223,7 @@ TEST(SkipLayerNormRuleNearMiss, MeanIsRead) {
 // alternative takes the graph, still computes the same.
 TEST(SkipLayerNormRule, Selfcheck) {
   const auto result = fusekit::selfcheck::check<my_rules::skip_layer_norm>(
-      {.write_to = std::filesystem::path(FUSEKIT_BINARY_DIR) / "selfcheck" / "skip_layer_norm",
-       .python = FUSEKIT_PYTHON});
+      {.write_to = FUSEKIT_SELFCHECK_DIR, .python = FUSEKIT_PYTHON});
   EXPECT_TRUE(result.ok()) << result.to_table();
 }
 

@@ -50,9 +50,14 @@ enum class use_policy : std::uint8_t {
 // The most specific failure of a match attempt: where and why, and the nodes matched up to there.
 struct explanation {
   bool failed = false;
-  std::size_t depth = 0;     // nodes matched when it failed
-  std::size_t progress = 0;  // 2·depth, +1 when it failed inside a node whose op type matched
-  std::size_t held = 0;      // values that had matched on its way (captures, constants, any())
+  std::size_t depth = 0;      // nodes matched when it failed
+  std::size_t progress = 0;   // 2·depth, +1 when it failed inside a node whose op type matched
+  std::size_t held = 0;       // values that had matched on its way (captures, constants, any())
+  bool in_predicate = false;  // it failed in a value's own dtype, rank or shape
+  // Set while a value's own dtype, rank or shape is checked: the value is the one its pattern
+  // names, so its failure ("x has dtype float64") says more than another pattern refusing it in
+  // its place ("x is not a constant", the operands swapped) at the same depth.
+  bool checking_predicate = false;
   std::string message;
   std::vector<node_id> matched;
   node_id failing_node = no_id;  // the node the message is about, when there is one
@@ -62,17 +67,20 @@ struct explanation {
 // op type matched, a Softmax with the wrong axis, is past one at a node of the wrong type in the
 // same place, an absent optional Cast); then the one past more values that matched (a scale of
 // the wrong value, found past the x that matched beside it, explains more than x failing to be
-// that scale); then, so that the choice never depends on the order in which a pattern lists
-// commutative operands or any_of branches, the message that sorts first.
-inline bool explains_more(std::size_t progress, std::size_t held, std::string_view message,
-                          const explanation& than) {
+// that scale); then the one in a value's own dtype, rank or shape (x of the wrong dtype, beside
+// another pattern refusing x in its place: "x is not a constant", commutative operands swapped);
+// then, so that the choice never depends on the order in which a pattern lists commutative
+// operands or any_of branches, the message that sorts first.
+inline bool explains_more(std::size_t progress, std::size_t held, bool in_predicate,
+                          std::string_view message, const explanation& than) {
   if (!than.failed) return true;
   if (progress != than.progress) return progress > than.progress;
   if (held != than.held) return held > than.held;
+  if (in_predicate != than.in_predicate) return in_predicate;
   return message < than.message;
 }
 inline bool explains_more(const explanation& a, const explanation& than) {
-  return a.failed && explains_more(a.progress, a.held, a.message, than);
+  return a.failed && explains_more(a.progress, a.held, a.in_predicate, a.message, than);
 }
 
 // Where a value was reached: input `slot` of `node`, itself reached from `parent`. Frames live on
@@ -203,6 +211,7 @@ class reason_ref {
                                                         std::span<const matched_entry> matched,
                                                         bool in_node, std::size_t held,
                                                         reason_ref reason) {
+  const bool in_predicate = sink.checking_predicate;
   const std::size_t progress = 2 * matched.size() + (in_node ? 1 : 0);
   if (sink.failed && (progress < sink.progress || (progress == sink.progress && held < sink.held)))
     return;
@@ -212,8 +221,9 @@ class reason_ref {
     message += s->parent != nullptr ? ", " : ": ";
   }
   reason(message);
-  if (!explains_more(progress, held, message, sink)) return;
+  if (!explains_more(progress, held, in_predicate, message, sink)) return;
   sink.failed = true;
+  sink.in_predicate = in_predicate;
   sink.depth = matched.size();
   sink.progress = progress;
   sink.held = held;

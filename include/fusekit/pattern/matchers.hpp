@@ -261,6 +261,20 @@ struct value_predicates {
   constexpr const Self& self() const { return static_cast<const Self&>(*this); }
 };
 
+// The predicates that state what a value is (its dtype, rank, shape), as opposed to what the ops
+// compute of it: a failure of one is told before another pattern refusing the value in its place
+// (explanation::checking_predicate).
+template <class Pred>
+inline constexpr bool declares_property = false;
+template <fusekit::dtype... Types>
+inline constexpr bool declares_property<dtype_is<Types...>> = true;
+template <std::size_t Rank>
+inline constexpr bool declares_property<rank_is<Rank>> = true;
+template <std::size_t Rank>
+inline constexpr bool declares_property<proven_rank_is<Rank>> = true;
+template <std::size_t N>
+inline constexpr bool declares_property<shape_is<N>> = true;
+
 template <class Inner, class Pred>
 struct checked : value_predicates<checked<Inner, Pred>> {
   Inner inner;
@@ -282,7 +296,14 @@ struct checked : value_predicates<checked<Inner, Pred>> {
   bool match(C& c, const site* where, value_id v, continuation rest) const {
     return inner.match(c, where, v, [&] {
       --c.held;
-      const bool ok = pred.check(c, where, v);
+      bool ok;
+      if (c.sink == nullptr || !declares_property<Pred>) {
+        ok = pred.check(c, where, v);
+      } else {
+        const bool outer = std::exchange(c.sink->checking_predicate, true);
+        ok = pred.check(c, where, v);
+        c.sink->checking_predicate = outer;
+      }
       ++c.held;
       return ok && rest();
     });
@@ -782,8 +803,12 @@ struct op_pattern {
   template <class C>
   bool match_root(C& c, node_id n, continuation rest) const {
     if (!Spec::matches(c.g, n)) {
+      // Appended piece by piece: GCC 12 warns of a bound (wrongly) where temporaries are joined.
       c.fail(nullptr, n, [&](std::string& m) {
-        m += "expected " + std::string(Spec::name) + ", found " + c.g.describe(n);
+        m += "expected ";
+        m += Spec::name;
+        m += ", found ";
+        m += c.g.describe(n);
       });
       return false;
     }

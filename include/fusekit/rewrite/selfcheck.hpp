@@ -34,9 +34,13 @@
 // kᵀ, then of v); while such searches fuse a form none did before (GroupQueryAttention) or
 // cover what others are made within, what is left is sought again. What the rule's code reads
 // beyond the pattern comes from its sources (pattern/sources.hpp), written in place of the leaves
-// and constants they name. Other predicates the pattern states as code (where_bound, same_dim,
-// proven_value of a capture) are not generated: they are checked, as everything is, by matching. An
-// alternative that no instance fuses is reported with the reason of its last refusal.
+// and constants they name. A constant's same_dim<I, "w", J> takes its dim I from the dims written
+// for w (a per-channel vector as long as a weight's dim 0); a leaf of a declared rank of 2 or more
+// is searched as the free leaves are (trailing dims of options::shape, a square of its last, one
+// row, the last two exchanged: [K, N] beside [M, K]), and a constant<> is written as such a leaf,
+// of ones. Other predicates the pattern states as code (where_bound, proven_value of a capture) are
+// not generated: they are checked, as everything is, by matching. An alternative that no instance
+// fuses is reported with the reason of its last refusal.
 #pragma once
 
 #include <algorithm>
@@ -542,10 +546,20 @@ inline std::string astray(const pattern::example& e,
 // ---- building one instance
 
 // What a value's predicates ask of the leaf that stands for it.
+// A dim a constant takes from a leaf or constant written before it (same_dim<I, "other", J>): one
+// more where a mutant breaks it.
+struct dim_link {
+  int dim;
+  std::string other;
+  int other_dim;
+  bool off = false;
+};
+
 struct want {
   dtype type = dtype::undefined;
   int rank = -1;
   bool constant = false;  // a value the facts must know (proven_value): an initializer
+  std::vector<dim_link> links;
 };
 
 // A leaf's shape, of those searched: the options' shape, its last dim alone, a scalar, and the
@@ -598,6 +612,8 @@ struct state {
   std::set<std::string, std::less<>> named;
   std::vector<leaf_form> forms;  // of the free leaves, in order; missing ones: full
   std::size_t free_leaves = 0;
+  // The dims written for each named leaf and constant, which a later one's same_dim reads.
+  std::map<std::string, std::vector<std::int64_t>, std::less<>> leaf_dims;
   int mutate = -1;  // the mutation site to break, -1: none
   int sites = 0;
   site broken{};
@@ -636,11 +652,44 @@ struct state {
   }
 
   std::vector<std::int64_t> shape_for(const want& w) {
+    std::vector<std::int64_t> dims = free_shape(w);
+    for (const dim_link& l : w.links) {
+      const auto other = leaf_dims.find(l.other);
+      if (other == leaf_dims.end()) continue;
+      const auto at = [](const std::vector<std::int64_t>& d, int i) {
+        return i < 0 ? std::int64_t(d.size()) + i : std::int64_t(i);
+      };
+      const std::int64_t i = at(dims, l.dim), j = at(other->second, l.other_dim);
+      if (i >= 0 && i < std::int64_t(dims.size()) && j >= 0 &&
+          j < std::int64_t(other->second.size()))
+        dims[std::size_t(i)] = other->second[std::size_t(j)] + (l.off ? 1 : 0);
+    }
+    return dims;
+  }
+
+  // A leaf's dims from options::shape and its form in the search; a declared rank of 0 or 1 has
+  // one form only, and takes no place in the search.
+  std::vector<std::int64_t> free_shape(const want& w) {
     const std::vector<std::int64_t>& full = o.shape;
     if (w.rank >= 0) {
       std::vector<std::int64_t> dims(std::size_t(w.rank), 1);
       for (int i = 0; i < w.rank && i < int(full.size()); ++i)
         dims[std::size_t(w.rank - 1 - i)] = full[full.size() - 1 - std::size_t(i)];
+      if (w.rank < 2) return dims;
+      const std::size_t index = free_leaves++;
+      switch (index < forms.size() ? forms[index] : leaf_form::full) {
+        case leaf_form::last_dim:  // a square of the last dim
+          std::fill(dims.begin(), dims.end(), full.back());
+          break;
+        case leaf_form::scalar:  // one row
+          std::fill(dims.begin(), dims.end() - 1, 1);
+          break;
+        case leaf_form::exchanged:
+          std::swap(dims[dims.size() - 2], dims[dims.size() - 1]);
+          break;
+        case leaf_form::full:
+          break;
+      }
       return dims;
     }
     const std::size_t index = free_leaves++;
@@ -692,6 +741,7 @@ FUSEKIT_ENGINE_INLINE build::value state::leaf(std::string_view name, want w) {
     for (std::int64_t d : dims) count *= d;
     return b.initializer(fresh(name), t, dims, std::vector<double>(std::size_t(count), 0.5));
   }
+  leaf_dims[std::string(name)] = dims;
   std::vector<build::dim_spec> shape(dims.begin(), dims.end());
   return b.input(fresh(name), t, shape);
 }
@@ -845,8 +895,15 @@ struct gen<pattern::constant_t<Name>> {
     const dtype t = w.type == dtype::undefined ? s.type : w.type;
     const std::int64_t n = s.o.shape.back();
     if (p.rule == tensor_rule::none || p.rule == tensor_rule::all_equal ||
-        p.rule == tensor_rule::all_ones)
-      return s.b.initializer(s.fresh(Name.view()), t, {n}, std::vector<double>(std::size_t(n), 1));
+        p.rule == tensor_rule::all_ones) {
+      // A leaf like any other, of ones: its rank and dims searched, or as its predicates ask.
+      const std::vector<std::int64_t> dims = s.shape_for(w);
+      s.leaf_dims[std::string(Name.view())] = dims;
+      std::int64_t count = 1;
+      for (std::int64_t d : dims) count *= d;
+      return s.b.initializer(s.fresh(Name.view()), t, dims,
+                             std::vector<double>(std::size_t(count), 1));
+    }
     std::vector<double> square(std::size_t(n * n));
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t j = 0; j < n; ++j)
@@ -875,6 +932,14 @@ struct gen<pattern::checked<pattern::constant_t<Name>, pattern::elements_are<Nam
 
 template <class T>
 inline constexpr bool is_leaf = false;
+// A constant<> tensor: written with the ops (not a leaf), but of a type and rank its predicates
+// ask, as a leaf is, and broken by the mutants as one.
+template <class T>
+inline constexpr bool is_constant_tensor = false;
+template <pattern::fixed_string Name>
+inline constexpr bool is_constant_tensor<pattern::constant_t<Name>> = true;
+template <class Inner, class Pred>
+inline constexpr bool is_constant_tensor<pattern::checked<Inner, Pred>> = is_constant_tensor<Inner>;
 template <>
 inline constexpr bool is_leaf<pattern::any_t> = true;
 template <pattern::fixed_string Name>
@@ -912,7 +977,7 @@ struct gen<pattern::checked<Inner, Pred>> {
   template <dtype... Types>
   static void refine(const pattern::dtype_is<Types...>& pred, state& s, want& w) {
     // Only a leaf can be written of another type; an op's output has its inputs' type.
-    if constexpr (is_leaf<Inner>)
+    if constexpr (is_leaf<Inner> || is_constant_tensor<Inner>)
       w.type = type_for(pred, s, s.type);
     else
       w.type = ((s.type == Types) || ...) ? s.type : std::get<0>(std::tuple{Types...});
@@ -929,12 +994,23 @@ struct gen<pattern::checked<Inner, Pred>> {
   static void refine(const pattern::proven_value_is<F>&, state&, want& w) {
     w.constant = true;
   }
+  // A constant's dims, which no op above settles, are written from those it names, and a mutant
+  // breaks them. A leaf's are left to the search: its shape is its readers' to settle too.
+  template <int I, pattern::fixed_string Other, int J>
+  static void refine(const pattern::same_dim_as<I, Other, J>& pred, state& s, want& w) {
+    if constexpr (is_constant_tensor<Inner>) {
+      std::string text;
+      pred.describe(text);
+      const bool off = s.breaks(text, "is not equal to dim " + std::to_string(J));
+      w.links.push_back({I, std::string(Other.view()), J, off});
+    }
+  }
   template <class Other>
   static void refine(const Other&, state&, want&) {}
 
   static void rank(std::size_t r, state& s, want& w) {
     w.rank = int(r);
-    if constexpr (is_leaf<Inner>)
+    if constexpr (is_leaf<Inner> || is_constant_tensor<Inner>)
       if (s.breaks("rank " + std::to_string(r), "rank")) w.rank = int(r) + 1;
   }
 };
@@ -1089,11 +1165,26 @@ void predicate(const pattern::dtype_is<Types...>& p, state& s, node_parts&) {
   s.type = type_for(p, s, s.type);
 }
 
-template <class Preds>
+// An attribute the op does not have at the instance's opset (is_test after BatchNormalization-6):
+// the pattern holds it of the node as written, and a node that states it is no model.
+template <class Spec, class Pred>
+bool not_at_opset(const Pred&, const state&) {
+  return false;
+}
+template <class Spec, pattern::fixed_string Attr, class Matcher>
+bool not_at_opset(const pattern::node_check<pattern::attribute_is<Attr, Matcher>>&,
+                  const state& s) {
+  if (!Spec::domain.empty()) return false;
+  const onnx::OpSchema* schema =
+      schemas().GetSchema(std::string(Spec::name), int(s.opset), std::string(Spec::domain));
+  return schema != nullptr && !schema->attributes().contains(std::string(Attr.view()));
+}
+
+template <class Spec, class Preds>
 void predicates(const Preds& preds, state& s, node_parts& parts) {
   if constexpr (!std::is_same_v<Preds, pattern::pack<>>) {
-    predicate(preds.head, s, parts);
-    predicates(preds.tail, s, parts);
+    if (!not_at_opset<Spec>(preds.head, s)) predicate(preds.head, s, parts);
+    predicates<Spec>(preds.tail, s, parts);
   }
 }
 
@@ -1711,9 +1802,10 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     const dtype outer = s.type;
     const std::size_t views_from = s.views.size();
     node_parts parts;
-    predicates(p.preds, s, parts);
+    predicates<Spec>(p.preds, s, parts);
     // What an op reads is of its output's type, but for a Cast, which makes that type.
-    const want in{.type = Spec::name == "Cast" ? dtype::undefined : w.type};
+    want in;
+    in.type = Spec::name == "Cast" ? dtype::undefined : w.type;
     std::vector<build::value> args;
     if constexpr (P::variadic) {
       args.push_back(detail::make(p.inputs.head.element, s, in));

@@ -4,6 +4,10 @@
 
 #include "gelu_rule.hpp"
 
+// fusekit_selfcheck(dsl_consumer), from the installed package, says where a selfcheck writes and
+// which Python judges it.
+static_assert(sizeof(FUSEKIT_SELFCHECK_DIR) > 1 && sizeof(FUSEKIT_PYTHON) > 1);
+
 int main() {
   using fusekit::dtype;
   fusekit::build::model_builder b;
