@@ -567,6 +567,22 @@ inline void not_bound_yet(std::string& m, const std::string& subject, std::strin
 }
 }  // namespace message
 
+// The value (or constant) bound to capture K earlier in the match, which a predicate named `what`
+// compares with; no_id, the failure recorded, where it is not bound yet (a commutative op's
+// operands tried the other way round).
+template <std::size_t K, class C>
+value_id bound_earlier(C& c, const site* where, value_id v, std::string_view what,
+                       std::string_view other) {
+  static_assert(
+      C::captures::kinds[K] == capture_kind::value || C::captures::kinds[K] == capture_kind::tensor,
+      "fusekit: same_dim<> and broadcasts_to<>: the other capture must be a value "
+      "(capture<>) or a constant (constant<>)");
+  if (c.slots[K].bound) return c.slots[K].id;
+  c.fail(where, c.g.producer(v),
+         [&](std::string& m) { message::not_bound_yet(m, describe_value(c.g, v), what, other); });
+  return no_id;
+}
+
 // .same_dim<-1, "q", -1>(): dim I of this value is proven equal to dim J of the value bound to
 // capture "q" (negative indices count from the end). "q" must be bound earlier in the match.
 template <int I, fixed_string Other, int J>
@@ -580,26 +596,17 @@ struct same_dim_as {
     constexpr std::size_t k = index_of<typename C::captures>(Other.view());
     static_assert(k != npos, "fusekit: same_dim<>: the pattern has no capture of this name");
     if constexpr (k != npos) {
-      static_assert(C::captures::kinds[k] == capture_kind::value ||
-                        C::captures::kinds[k] == capture_kind::tensor,
-                    "fusekit: same_dim<>: the other capture must be a value (capture<>) or a "
-                    "constant (constant<>)");
-      const slot& other = c.slots[k];
-      if (!other.bound) {
-        c.fail(where, c.g.producer(v), [&](std::string& m) {
-          message::not_bound_yet(m, describe_value(c.g, v), "same_dim", Other.view());
-        });
-        return false;
-      }
+      const value_id other = bound_earlier<k>(c, where, v, "same_dim", Other.view());
+      if (other == no_id) return false;
       const facts& f = facts_of(c.g);
-      const truth t = f.same_dim(v, I, other.id, J);
+      const truth t = f.same_dim(v, I, other, J);
       if (t == truth::yes) return true;
       c.fail(where, c.g.producer(v), [&](std::string& m) {
         m += describe_value(c.g, v) + ": dim " + std::to_string(I) +
              (t == truth::no ? " is not equal to dim " : " is not proven equal to dim ") +
              std::to_string(J) + " of ";
         m += quoted(Other.view());
-        m += ": " + f.shape_text(v) + " vs " + f.shape_text(other.id);
+        m += ": " + f.shape_text(v) + " vs " + f.shape_text(other);
       });
     }
     return false;
@@ -620,25 +627,16 @@ struct broadcasts_to_bound {
     constexpr std::size_t k = index_of<typename C::captures>(Other.view());
     static_assert(k != npos, "fusekit: broadcasts_to<>: the pattern has no capture of this name");
     if constexpr (k != npos) {
-      static_assert(C::captures::kinds[k] == capture_kind::value ||
-                        C::captures::kinds[k] == capture_kind::tensor,
-                    "fusekit: broadcasts_to<>: the other capture must be a value (capture<>) or a "
-                    "constant (constant<>)");
-      const slot& other = c.slots[k];
-      if (!other.bound) {
-        c.fail(where, c.g.producer(v), [&](std::string& m) {
-          message::not_bound_yet(m, describe_value(c.g, v), "broadcasts_to", Other.view());
-        });
-        return false;
-      }
+      const value_id other = bound_earlier<k>(c, where, v, "broadcasts_to", Other.view());
+      if (other == no_id) return false;
       const facts& f = facts_of(c.g);
-      const auto rank = f.rank(v), to = f.rank(other.id);
+      const auto rank = f.rank(v), to = f.rank(other);
       int broken = -1;  // the first dim, from the last, not proven to broadcast
       truth t = rank && to ? (*rank <= *to ? truth::yes : truth::no) : truth::unknown;
       for (int i = 1; t == truth::yes && i <= int(*rank); ++i) {
         const sym* d = f.dim_of(v, -i);
         if (d != nullptr && d->is_constant(1)) continue;
-        t = f.same_dim(v, -i, other.id, -i);
+        t = f.same_dim(v, -i, other, -i);
         if (t != truth::yes) broken = int(*rank) - i;
       }
       if (t == truth::yes) return true;
@@ -646,7 +644,7 @@ struct broadcasts_to_bound {
         m += describe_value(c.g, v) + " is " + f.shape_text(v) +
              (t == truth::no ? ", which does not broadcast to " : ", not proven to broadcast to ");
         m += quoted(Other.view());
-        m += " " + f.shape_text(other.id);
+        m += " " + f.shape_text(other);
         const std::string why = broken >= 0 ? f.why_unknown(v, broken) : f.why_unknown(v);
         if (t == truth::unknown && !why.empty()) m += "; " + why;
       });
