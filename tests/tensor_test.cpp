@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "fusekit/graph/array.hpp"
 #include "fusekit/graph/dtype.hpp"
 #include "fusekit/graph/graph.hpp"
 #include "fusekit/graph/model_builder.hpp"
@@ -478,3 +479,40 @@ TEST(GraphConstants, InitializerThatIsAGraphInputIsConstantInIr3) {
 }
 
 }  // namespace
+
+// ---- fusekit::array: a fold's arithmetic, as numpy computes it in the array's type
+
+TEST(Array, BroadcastsAsNumpyDoes) {
+  const fusekit::array w(dtype::float32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  const fusekit::array column(dtype::float32, {2, 1}, {10, 20});
+  const fusekit::array sum = w + column;
+  EXPECT_EQ(sum.dims(), (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(sum.values(), (std::vector<double>{11, 12, 13, 24, 25, 26}));
+  // A per-channel vector laid along axis 0 of the weight, numpy's reshape(-1, 1).
+  const fusekit::array scaled = w * fusekit::array(dtype::float32, {2}, {2, 3}).along(0, 2);
+  EXPECT_EQ(scaled.values(), (std::vector<double>{2, 4, 6, 12, 15, 18}));
+  EXPECT_EQ((1.0 - w).values()[0], 0);
+}
+
+TEST(Array, RoundsEachResultToItsType) {
+  // 1/3 in float16 is 0.333251953125, as numpy's float16 division gives.
+  const fusekit::array third = 1.0 / fusekit::array::scalar(dtype::float16, 3);
+  EXPECT_EQ(third[0], 0.333251953125);
+  EXPECT_EQ(third.to_tensor("t").data_type(), int(dtype::float16));
+  // Integers divide toward zero and wrap to their width.
+  EXPECT_EQ((fusekit::array::scalar(dtype::int32, -7) / 2.0)[0], -3);
+  EXPECT_EQ((fusekit::array::scalar(dtype::int8, 100) * 2.0)[0], -56);
+}
+
+TEST(Array, RefusesWhatNumpyWouldNotBroadcastAndMixedTypes) {
+  const fusekit::array a(dtype::float32, {3}, {1, 2, 3});
+  using fusekit::testing::error_of;
+  EXPECT_EQ(error_of([&] {
+              return a + fusekit::array(dtype::float32, {2}, {1, 2});
+            }),
+            "array +: float32 [3] and float32 [2] do not broadcast");
+  EXPECT_EQ(error_of([&] {
+              return a * fusekit::array(dtype::float16, {3}, {1, 2, 3});
+            }),
+            "array *: float32 [3] and float16 [3] are of different types: convert one with as()");
+}

@@ -133,7 +133,8 @@ class array {
     if (type_ == dtype::boolean) return x != 0.0;
     if (!is_integer(type_) || !std::isfinite(x)) return x;
     const std::size_t bits = dtype_bits(type_);
-    if (bits >= 64) return std::trunc(x);
+    // Past what int64 holds a double has no fraction to drop, and converting it is undefined.
+    if (bits >= 64 || std::fabs(x) >= 0x1p62) return std::trunc(x);
     const bool is_signed = type_ == dtype::int8 || type_ == dtype::int16 || type_ == dtype::int32;
     const std::int64_t span = std::int64_t(1) << bits;
     std::int64_t v = std::int64_t(std::trunc(x)) % span;
