@@ -112,6 +112,17 @@ TEST(NearMiss, TheDepthCountsTheNodesAFailureGotInto) {
   EXPECT_TRUE(fuse<scaled_reciprocal_product<3>>(m).near_misses.empty());
 }
 
+TEST(NearMiss, AGraphWithoutAnOpEveryMatchHoldsIsStillExplained) {
+  // No Reciprocal anywhere: the driver tries no match at any Mul, and yet explains the one that
+  // may be a near miss, as the match would have failed.
+  model m = gated_silu_model();
+  constexpr auto required = required_ops_of(scaled_reciprocal_product<2>::pattern);
+  EXPECT_FALSE(holds_every(graph(m), required));
+  EXPECT_EQ(reasons(fuse<scaled_reciprocal_product<2>>(m)),
+            std::vector<std::string>{
+                "input 1 of Mul 'Mul_2': expected Reciprocal, found Sigmoid 'Sigmoid_1'"});
+}
+
 // The same product, whose anchors the rule knows to be its block whatever else they read.
 struct every_mul_is_its_block : scaled_reciprocal_product<3> {
   static bool is_its_block(const graph&, node_id) { return true; }

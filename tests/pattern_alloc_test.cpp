@@ -80,6 +80,23 @@ TEST(PatternAllocation, MatchingAllocatesNothing) {
   const long explained_before = allocations.load();
   EXPECT_FALSE(match(near_miss, g, root, &why));
   EXPECT_GT(allocations.load() - explained_before, 0);
+
+  // How far a failed match got, which decides whether it is a near miss, is known without
+  // writing a message; the message written after it, only for the failures that tie with the
+  // best, is the one a full explanation gives.
+  fusekit::pattern::explanation reach{.messages = false};
+  const long reach_before = allocations.load();
+  EXPECT_FALSE(match(near_miss, g, root, &reach));
+  EXPECT_EQ(allocations.load() - reach_before, 0);
+  EXPECT_TRUE(reach.failed);
+  EXPECT_EQ(reach.progress, why.progress);
+  EXPECT_EQ(reach.depth, why.depth);
+  EXPECT_EQ(reach.held, why.held);
+  fusekit::pattern::explanation again = fusekit::pattern::as_far_as(reach);
+  EXPECT_FALSE(match(near_miss, g, root, &again));
+  EXPECT_EQ(again.message, why.message);
+  EXPECT_EQ(again.matched, why.matched);
+  EXPECT_EQ(again.failing_node, why.failing_node);
 }
 
 // The vocabulary that reads facts, earlier captures and tensor contents, skips value-preserving

@@ -345,6 +345,27 @@ static_assert(!decltype(op<"MyOp", "my.domain">(any()))::spec::id.has_value());
 static_assert(decltype(op<"MyOp", "my.domain">(any()))::spec::name == "MyOp");
 static_assert(decltype(op<"MyOp", "my.domain">(any()))::spec::domain == "my.domain");
 
+// ---- the ops every match holds: what a driver may skip a graph for lacking
+
+constexpr required_ops::op matmul{"", "MatMul"}, softmax{"", "Softmax"}, cast{"", "Cast"},
+    mean{"", "ReduceMean"}, add_op{"", "Add"}, mul_op{"", "Mul"};
+// An optional op is not required, what it wraps is; a capture or constant requires nothing.
+constexpr auto attention_ops =
+    required_ops_of(op<"MatMul">(optional<"Cast">(op<"Softmax">(capture<"x">)), constant<"v">));
+static_assert(attention_ops.size == 2 && attention_ops.contains(matmul) &&
+              attention_ops.contains(softmax) && !attention_ops.contains(cast));
+// Alternatives require only what each of them does; a commutative op is its op.
+constexpr auto either_norm =
+    required_ops_of(any_of(commutative(op<"Add">(capture<"a">, op<"ReduceMean">(capture<"x">))),
+                           op<"Mul">(transparent(op<"ReduceMean">(capture<"x">)), capture<"b">)));
+static_assert(either_norm.size == 1 && either_norm.contains(mean));
+// A domain is part of the op: com.microsoft's Gelu is not ai.onnx's, ai.onnx is "".
+static_assert(
+    required_ops_of(op<"Gelu", "com.microsoft">(any())).contains({"com.microsoft", "Gelu"}));
+static_assert(required_ops_of(op<"Add", "ai.onnx">(any(), any())).contains(add_op));
+static_assert(required_ops_of(maybe(op<"Mul">(any(), any()))).size == 0);
+static_assert(required_ops_of(capture<"y">(op<"Mul">(any(), any()))).contains(mul_op));
+
 // ---- dtype conversions are constexpr
 
 static_assert(fusekit::float_to_half(1.0f) == 0x3c00);

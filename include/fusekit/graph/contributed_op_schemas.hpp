@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -324,9 +325,27 @@ const std::vector<onnx::OpSchema>& contributed_op_schemas();
 // lookup is answered by onnx's registry as it stands.
 class schema_registry final : public onnx::ISchemaRegistry {
  public:
-  // onnx's default domain, so that a call through either type means the same.
+  // Answers are remembered, per thread, for the ops found: a model asks for the same few schemas
+  // once per node, and onnx's registry answers each through three maps (an op registered later is
+  // still found: a miss is asked again). The default domain is onnx's, so that a call through
+  // either type means the same.
   const onnx::OpSchema* GetSchema(const std::string& key, int max_inclusive_version,
                                   const std::string& domain = onnx::ONNX_DOMAIN) const override {
+    thread_local std::unordered_map<std::string, const onnx::OpSchema*> found;
+    std::string asked = domain;
+    asked += '\0';
+    asked += key;
+    asked += '\0';
+    asked += std::to_string(max_inclusive_version);
+    if (auto it = found.find(asked); it != found.end()) return it->second;
+    const onnx::OpSchema* schema = look_up(key, max_inclusive_version, domain);
+    if (schema != nullptr) found.emplace(std::move(asked), schema);
+    return schema;
+  }
+
+ private:
+  static const onnx::OpSchema* look_up(const std::string& key, int max_inclusive_version,
+                                       const std::string& domain) {
     const std::string_view wanted =
         domain == onnx::AI_ONNX_DOMAIN ? std::string_view(onnx::ONNX_DOMAIN) : domain;
     const onnx::OpSchema* onnx_own =

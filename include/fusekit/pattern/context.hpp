@@ -49,6 +49,13 @@ enum class use_policy : std::uint8_t {
 
 // The most specific failure of a match attempt: where and why, and the nodes matched up to there.
 struct explanation {
+  // Off, only how far the match got is kept (failed, depth, progress, held, in_predicate): what
+  // deciding whether a failure is a near miss needs, without writing a message for every failure.
+  bool messages = true;
+  // A failure that explains less than this is not written: a first pass without messages found
+  // that one does, so only the failures tied with the best pay for their message.
+  std::size_t floor_progress = 0, floor_held = 0;
+  bool floor_in_predicate = false;
   bool failed = false;
   std::size_t depth = 0;      // nodes matched when it failed
   std::size_t progress = 0;   // 2·depth, +1 when it failed inside a node whose op type matched
@@ -58,8 +65,8 @@ struct explanation {
   // names, so its failure ("x has dtype float64") says more than another pattern refusing it in
   // its place ("x is not a constant", the operands swapped) at the same depth.
   bool checking_predicate = false;
-  std::string message;
-  std::vector<node_id> matched;
+  std::string message{};
+  std::vector<node_id> matched{};
   node_id failing_node = no_id;  // the node the message is about, when there is one
 };
 
@@ -81,6 +88,17 @@ inline bool explains_more(std::size_t progress, std::size_t held, bool in_predic
 }
 inline bool explains_more(const explanation& a, const explanation& than) {
   return a.failed && explains_more(a.progress, a.held, a.in_predicate, a.message, than);
+}
+
+// An explanation that writes only the failures explaining as much as the best one `reach` (a
+// match of the same pattern at the same anchor without messages) found: the same message, for
+// a fraction of the string building.
+inline explanation as_far_as(const explanation& reach) {
+  explanation why;
+  why.floor_progress = reach.progress;
+  why.floor_held = reach.held;
+  why.floor_in_predicate = reach.in_predicate;
+  return why;
 }
 
 // Where a value was reached: input `slot` of `node`, itself reached from `parent`. Frames live on
@@ -214,6 +232,21 @@ class reason_ref {
   const bool in_predicate = sink.checking_predicate;
   const std::size_t progress = 2 * matched.size() + (in_node ? 1 : 0);
   if (sink.failed && (progress < sink.progress || (progress == sink.progress && held < sink.held)))
+    return;
+  if (!sink.messages) {
+    if (sink.failed && progress == sink.progress && held == sink.held &&
+        (sink.in_predicate || !in_predicate))
+      return;
+    sink.failed = true;
+    sink.in_predicate = in_predicate;
+    sink.depth = matched.size();
+    sink.progress = progress;
+    sink.held = held;
+    return;
+  }
+  if (progress != sink.floor_progress ? progress < sink.floor_progress
+      : held != sink.floor_held       ? held < sink.floor_held
+                                      : sink.floor_in_predicate && !in_predicate)
     return;
   std::string message;
   for (const site* s = where; s != nullptr; s = s->parent) {

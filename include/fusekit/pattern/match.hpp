@@ -97,7 +97,7 @@ std::string describe(const P& p) {
 }
 
 template <class P, class F>
-void for_each_alternative(const P& p, F&& f) {
+constexpr void for_each_alternative(const P& p, F&& f) {
   if constexpr (!std::is_same_v<P, pack<>>) {
     f(p.head);
     for_each_alternative(p.tail, f);
@@ -131,6 +131,83 @@ std::vector<node_id> anchors(const any_of_t<B, Alts...>& p, const graph& g) {
   std::sort(all.begin(), all.end());
   all.erase(std::unique(all.begin(), all.end()), all.end());
   return all;
+}
+
+// The op types every match of a pattern holds a node of, whichever alternatives it takes: an op
+// node, what its inputs require, the first input of an optional op (matched with or without it),
+// what every alternative of an any_of requires, what a transparent or captured pattern wraps.
+// Nothing else is required (a capture, a constant, maybe(), all<>, a matcher of a rule's own), so
+// the list only ever errs on the side of holding less. A graph without a node of one of them holds
+// no match: a driver knows the match fails at every anchor without trying it.
+struct required_ops {
+  static constexpr std::size_t capacity = 16;  // past it, the rest are not listed: still sound
+  struct op {
+    std::string_view domain, name;
+    friend constexpr bool operator==(const op&, const op&) = default;
+  };
+  std::array<op, capacity> ops{};
+  std::size_t size = 0;
+
+  constexpr bool contains(const op& o) const {
+    return std::find(ops.begin(), ops.begin() + size, o) != ops.begin() + size;
+  }
+  constexpr void add(const op& o) {
+    if (!contains(o) && size < capacity) ops[size++] = o;
+  }
+  constexpr void add_all(const required_ops& other) {
+    for (std::size_t i = 0; i < other.size; ++i) add(other.ops[i]);
+  }
+  constexpr required_ops common_with(const required_ops& other) const {
+    required_ops both;
+    for (std::size_t i = 0; i < size; ++i)
+      if (other.contains(ops[i])) both.add(ops[i]);
+    return both;
+  }
+  std::span<const op> list() const { return {ops.data(), size}; }
+};
+
+constexpr required_ops required_ops_of(const auto&) { return {}; }
+template <class S, class I, class Preds, bool C>
+constexpr required_ops required_ops_of(const op_pattern<S, I, Preds, C>& p) {
+  required_ops r;
+  r.add(required_ops::op{S::domain, S::name});
+  for_each_alternative(p.inputs, [&](const auto& input) { r.add_all(required_ops_of(input)); });
+  return r;
+}
+template <fixed_string N, class I>
+constexpr required_ops required_ops_of(const captured<N, I>& p) {
+  return required_ops_of(p.inner);
+}
+template <class I, class Pred>
+constexpr required_ops required_ops_of(const checked<I, Pred>& p) {
+  return required_ops_of(p.inner);
+}
+template <class P, bool AnyCasts>
+constexpr required_ops required_ops_of(const transparent_t<P, AnyCasts>& p) {
+  return required_ops_of(p.inner);
+}
+template <class Op, fixed_string B>
+constexpr required_ops required_ops_of(const optional_t<Op, B>& p) {
+  return required_ops_of(p.inner.inputs.head);
+}
+template <fixed_string B, class... Alts>
+constexpr required_ops required_ops_of(const any_of_t<B, Alts...>& p) {
+  required_ops r;
+  bool first = true;
+  for_each_alternative(p.alts, [&](const auto& alt) {
+    r = first ? required_ops_of(alt) : r.common_with(required_ops_of(alt));
+    first = false;
+  });
+  return r;
+}
+
+// Whether g has a node of every op `required` lists.
+inline bool holds_every(const graph& g, const required_ops& required) {
+  for (const required_ops::op& o : required.list()) {
+    const auto id = g.ops().find(o.domain, o.name);
+    if (!id || g.nodes_of(*id).empty()) return false;
+  }
+  return true;
 }
 
 // One anchor's outcome, with the explanation of the best partial match when it failed.

@@ -46,12 +46,25 @@ struct candidate {
   footprint print() const { return {root, nodes, reads, replaced, rewired}; }
 };
 
-// What one rule's attempt at one graph adds to: the edits found and the report's near misses.
+// A near miss whose message is written only if the pass reports it: a pass that finds edits is
+// followed by another, whose near misses the report keeps, so its own are never read. The
+// placeholder at `at` in the report's list keeps their order.
+struct deferred_miss {
+  std::size_t at;
+  near_miss (*explain)(const graph&, node_id, const pattern::explanation& reach);
+  const graph* where;
+  node_id anchor;
+  pattern::explanation reach;
+};
+
+// What one rule's attempt at one graph adds to: the edits found and the report's near misses,
+// whose messages wait in `deferred` where one is given.
 struct attempt_sink {
   const options& run;
   name_pool& names;
   std::vector<candidate>& found;
   report& out;
+  std::vector<deferred_miss>* deferred = nullptr;
 };
 
 #if FUSEKIT_ENGINE_DEFINITIONS
@@ -65,6 +78,26 @@ FUSEKIT_ENGINE_INLINE std::vector<std::string> describe_all(const graph& g,
 #else
 std::vector<std::string> describe_all(const graph& g, std::span<const node_id> nodes);
 #endif
+
+// R's near miss at anchor n, whose match failed as `reach` (a match without messages) says.
+template <class R>
+near_miss explain_miss(const graph& g, node_id n, const pattern::explanation& reach) {
+  pattern::explanation why = pattern::as_far_as(reach);
+  pattern::match(R::pattern, g, n, &why);
+  return {std::string(R::name),
+          g.describe(n),
+          std::move(why.message),
+          why.depth,
+          describe_all(g, why.matched),
+          why.failing_node == no_id ? std::string() : g.describe(why.failing_node)};
+}
+
+// The deferred near misses' messages, written in their places.
+inline void write_deferred(std::vector<deferred_miss>& deferred, report& out) {
+  for (const deferred_miss& d : deferred)
+    out.near_misses[d.at] = d.explain(*d.where, d.anchor, d.reach);
+  deferred.clear();
+}
 
 // The Shapes and Sizes outside a match that read a matched value's dims, where the edit lets
 // them read those dims instead (the pattern admitted the match on that condition), and the values
@@ -111,23 +144,36 @@ dims_readers find_dims_readers(const graph& g, node_id root, std::span<const nod
 template <class R>
 void attempt(const void* rule_options, const graph& g, attempt_sink& to) {
   const auto& own = *static_cast<const options_of<R>*>(rule_options);
+  // Where g lacks an op every match holds, every anchor fails: none is tried, and only those
+  // that may be near misses are explained.
+  static constexpr pattern::required_ops required = pattern::required_ops_of(R::pattern);
+  const bool may_match = pattern::holds_every(g, required);
+  auto failed = [&](node_id n) {
+    // Most anchors are unrelated nodes: only one that could be a near miss pays for the
+    // explanation. How far its match got decides whether it is one, without a message.
+    if (!to.run.explain && !resembles<R>(g, n)) return;
+    pattern::explanation reach{.messages = false};
+    pattern::match(R::pattern, g, n, &reach);
+    if (!to.run.explain && !is_near_miss<R>(g, n, reach)) return;
+    if (to.deferred != nullptr) {
+      to.deferred->push_back({to.out.near_misses.size(), &explain_miss<R>, &g, n, reach});
+      to.out.near_misses.emplace_back();
+    } else {
+      to.out.near_misses.push_back(explain_miss<R>(g, n, reach));
+    }
+  };
   for (node_id n : pattern::anchors(R::pattern, g)) {
+    if (!may_match) {
+      failed(n);
+      continue;
+    }
     auto m = pattern::match(R::pattern, g, n);
     auto refuse = [&](std::string reason) {
       to.out.near_misses.push_back({std::string(R::name), g.describe(n), std::move(reason),
                                     m.nodes().size(), describe_all(g, m.nodes()), g.describe(n)});
     };
     if (!m) {
-      // Most anchors are unrelated nodes: only one that could be a near miss pays for the
-      // explanation, once.
-      if (!to.run.explain && !resembles<R>(g, n)) continue;
-      pattern::explanation why;
-      pattern::match(R::pattern, g, n, &why);
-      if (to.run.explain || is_near_miss<R>(g, n, why))
-        to.out.near_misses.push_back(
-            {std::string(R::name), g.describe(n), why.message, why.depth,
-             describe_all(g, why.matched),
-             why.failing_node == no_id ? std::string() : g.describe(why.failing_node)});
+      failed(n);
       continue;
     }
     const verdict v = guard_of<R>(g, m, own);

@@ -518,12 +518,19 @@ inline void run_passes(model& m, std::span<const any_rule> running, const option
     if (out.passes == 0 && first_look != nullptr) first_look(g, out);
     std::vector<detail::candidate> found;
     report attempt;
-    detail::attempt_sink sink{opts, names, found, attempt};
+    std::vector<detail::deferred_miss> deferred;
+    detail::attempt_sink sink{opts, names, found, attempt, &deferred};
     detail::collect(g, running, sink);
-    if (!opts.explain) detail::drop_covered(attempt.near_misses);
-    std::erase_if(attempt.near_misses,
-                  [&](const near_miss& n) { return !opts.explain && written.contains(n.failing); });
-    out.near_misses = std::move(attempt.near_misses);
+    // The report keeps the near misses of the pass that ends the run, the one that finds no
+    // edit or the last allowed: only those are written.
+    if (found.empty() || out.passes == max_passes) {
+      detail::write_deferred(deferred, attempt);
+      if (!opts.explain) detail::drop_covered(attempt.near_misses);
+      std::erase_if(attempt.near_misses, [&](const near_miss& n) {
+        return !opts.explain && written.contains(n.failing);
+      });
+      out.near_misses = std::move(attempt.near_misses);
+    }
     if (found.empty()) break;
     if (out.passes == max_passes) {
       out.fixed_point = false;
