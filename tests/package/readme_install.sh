@@ -3,17 +3,19 @@
 # (tests/package/readme.sh), installing under DESTDIR instead of onto the machine; then what they
 # installed: the license, a working fusekit tool, and the CMake package as a project of its own
 # uses it (tests/package/consumer: find_package(fusekit), both targets linked and run).
-# Usage: tests/package/readme_install.sh WORK_DIR ONNX_VERSION
+# Usage: tests/package/readme_install.sh WORK_DIR ONNX_VERSION PYTHON
 #   ONNX_VERSION: the onnx release the build finds (ctest passes it), which `fusekit --version`
-#   must name.
+#   must name; PYTHON: one with onnx and onnxruntime, for the rule test's selfcheck.
 # Then the README's DSL-only install, and a rule author's project on it (tests/package/dsl_consumer:
-# the example rule compiled against the engine alone).
+# the example rule compiled against the engine alone, its test built as the package's CMake
+# functions build one, and run).
 # Time on a 2-core machine: about the README's build time and two minutes more. Nothing stays
 # behind after a success.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(realpath -m "$1")
 onnx_version=$2
+python=${3:?"usage: readme_install.sh WORK_DIR ONNX_VERSION PYTHON"}
 version=$(sed -n 's/^project(fusekit VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
 rm -rf "$work"
 
@@ -48,8 +50,10 @@ echo "the DSL-only install: $(du -sh "$dsl_prefix" | cut -f1), its build tree" \
   "$(du -sh "$work/readme-dsl/src/build" | cut -f1)"
 cmake -S "$root/tests/package/dsl_consumer" -B "$work/dsl_consumer" \
   -DCMAKE_PREFIX_PATH="$dsl_prefix" -DFUSEKIT_EXAMPLE_RULE_DIR="$root/examples/custom_rule" \
-  -DCMAKE_BUILD_TYPE=Release --log-level=WARNING
+  -DFUSEKIT_PYTHON="$python" -DCMAKE_BUILD_TYPE=Release --log-level=WARNING
 cmake --build "$work/dsl_consumer"
 "$work/dsl_consumer/dsl_consumer"
+"$work/dsl_consumer/gelu_rule_test"
+"$work/dsl_consumer/gelu_selfcheck_test"
 
 rm -rf "$work"
