@@ -10,12 +10,12 @@
 // Weights are deterministic pseudo-random numbers, so the generated file is byte-stable.
 #pragma once
 
-#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "fusekit/graph/model_builder.hpp"
+#include "trunk_parts.hpp"
 
 namespace fusekit::samples {
 
@@ -35,12 +35,7 @@ inline onnx::ModelProto make_dit_model(const dit_config& c) {
   const int hidden = c.heads * c.head_dim;
   std::uint32_t seed = 12345;
   auto weights = [&](std::int64_t rows, std::int64_t cols) {
-    std::vector<double> w(std::size_t(rows * cols));
-    for (double& x : w) {
-      seed = seed * 1664525u + 1013904223u;
-      x = (double(seed >> 8) / double(1u << 24) - 0.5) / std::sqrt(double(rows));
-    }
-    return b.initializer(c.type, {rows, cols}, w);
+    return pseudo_random_weights(b, c.type, seed, rows, cols);
   };
   auto ints = [&](std::vector<double> v) {
     return b.initializer(dtype::int64, {std::int64_t(v.size())}, v);
@@ -56,6 +51,7 @@ inline onnx::ModelProto make_dit_model(const dit_config& c) {
   const value zero = ints({0});
   const value end = ints({double(c.head_dim)});
   const value last_axis = ints({-1});
+  const rotate_half_bounds bounds{.zero = zero, .half = half, .end = end, .last_axis = last_axis};
   const value scale = b.scalar(dtype::float32, c.scale);
 
   auto project = [&](const value& in) {
@@ -63,12 +59,7 @@ inline onnx::ModelProto make_dit_model(const dit_config& c) {
                           b.initializer(c.type, {hidden}, std::vector<double>(hidden, 0.01))});
     return b.op("Transpose", {b.op("Reshape", {y, heads_shape})}, {perm({0, 2, 1, 3})});
   };
-  auto rope = [&](const value& t) {
-    auto lo = b.op("Slice", {t, zero, half, last_axis});
-    auto hi = b.op("Slice", {t, half, end, last_axis});
-    auto rotated = b.op("Concat", {b.op("Neg", {hi}), lo}, {{"axis", -1}});
-    return b.op("Add", {b.op("Mul", {t, cos}), b.op("Mul", {rotated, sin})});
-  };
+  auto rope = [&](const value& t) { return rotate_half_rope(b, t, cos, sin, bounds); };
 
   for (int layer = 0; layer < c.layers; ++layer) {
     const value q = rope(project(x));
