@@ -6,6 +6,7 @@
 #include <array>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fusekit/graph/graph.hpp"
@@ -166,39 +167,42 @@ struct required_ops {
   std::span<const op> list() const { return {ops.data(), size}; }
 };
 
-constexpr required_ops required_ops_of(const auto&) { return {}; }
-template <class S, class I, class Preds, bool C>
-constexpr required_ops required_ops_of(const op_pattern<S, I, Preds, C>& p) {
-  required_ops r;
-  r.add(required_ops::op{S::domain, S::name});
-  for_each_alternative(p.inputs, [&](const auto& input) { r.add_all(required_ops_of(input)); });
-  return r;
-}
+// Computed once per pattern type, each type a constant expression of its own: a pattern that
+// repeats a sub-pattern (attention's alternatives share their score chains) stays within a
+// compiler's constexpr step limit however large the rule.
+template <class P>
+struct required_of {
+  static constexpr required_ops value{};
+};
+template <class S, class... Inputs, class Preds, bool C>
+struct required_of<op_pattern<S, pack<Inputs...>, Preds, C>> {
+  static constexpr required_ops value = [] {
+    required_ops r;
+    r.add(required_ops::op{S::domain, S::name});
+    (r.add_all(required_of<Inputs>::value), ...);
+    return r;
+  }();
+};
 template <fixed_string N, class I>
-constexpr required_ops required_ops_of(const captured<N, I>& p) {
-  return required_ops_of(p.inner);
-}
+struct required_of<captured<N, I>> : required_of<I> {};
 template <class I, class Pred>
-constexpr required_ops required_ops_of(const checked<I, Pred>& p) {
-  return required_ops_of(p.inner);
-}
+struct required_of<checked<I, Pred>> : required_of<I> {};
 template <class P, bool AnyCasts>
-constexpr required_ops required_ops_of(const transparent_t<P, AnyCasts>& p) {
-  return required_ops_of(p.inner);
-}
+struct required_of<transparent_t<P, AnyCasts>> : required_of<P> {};
 template <class Op, fixed_string B>
-constexpr required_ops required_ops_of(const optional_t<Op, B>& p) {
-  return required_ops_of(p.inner.inputs.head);
-}
-template <fixed_string B, class... Alts>
-constexpr required_ops required_ops_of(const any_of_t<B, Alts...>& p) {
-  required_ops r;
-  bool first = true;
-  for_each_alternative(p.alts, [&](const auto& alt) {
-    r = first ? required_ops_of(alt) : r.common_with(required_ops_of(alt));
-    first = false;
-  });
-  return r;
+struct required_of<optional_t<Op, B>> : required_of<decltype(std::declval<Op>().inputs.head)> {};
+template <fixed_string B, class First, class... Rest>
+struct required_of<any_of_t<B, First, Rest...>> {
+  static constexpr required_ops value = [] {
+    required_ops r = required_of<First>::value;
+    ((r = r.common_with(required_of<Rest>::value)), ...);
+    return r;
+  }();
+};
+
+template <class P>
+constexpr required_ops required_ops_of(const P&) {
+  return required_of<P>::value;
 }
 
 // Whether g has a node of every op `required` lists.
