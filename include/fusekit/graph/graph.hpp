@@ -109,6 +109,8 @@ class graph {
   const std::filesystem::path& directory() const { return root_->shared_->directory; }
   const op_interner& ops() const { return root_->shared_->ops; }
 
+  // Below 4, every initializer must also be a graph input.
+  std::int64_t ir_version() const { return root_->shared_->ir_version; }
   // 0 when the model does not import the domain.
   std::int64_t opset(std::string_view domain) const {
     const auto& opsets = root_->shared_->opsets;

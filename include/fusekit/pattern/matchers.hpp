@@ -765,6 +765,7 @@ struct op_pattern {
   constexpr auto where(const char* text, F fn) const {
     return with(node_check<node_where<F>>{{text, fn}});
   }
+  constexpr auto forwardable() const { return with(node_check<forwardable_output>{}); }
   template <fixed_string BindName>
   constexpr auto bind() const {
     return with(bind_node<BindName>{});

@@ -511,6 +511,30 @@ struct opset_in {
   }
 };
 
+// forwardable(): the node's first output may lose its name, its readers reading another value
+// instead, as an elimination forwards them. Not a graph output, the model's interface, nor a
+// value a subgraph reads by name, which only that name reaches.
+struct forwardable_output {
+  void describe(std::string& out) const { out += "forwardable"; }
+  template <class C>
+  bool check(C& c, const site* where, node_id n) const {
+    const value_id v = c.g.output(n, 0);
+    const char* why = nullptr;
+    if (v == no_id) {
+      why = "has no first output";
+    } else if (c.g.is_graph_output(v)) {
+      why = "writes a graph output, whose name must live on";
+    } else {
+      const auto uses = c.g.consumers(v);
+      if (std::any_of(uses.begin(), uses.end(), [](const use& u) { return u.is_implicit(); }))
+        why = "writes a value a subgraph reads by name, which must live on";
+    }
+    if (why == nullptr) return true;
+    c.fail(where, n, [&](std::string& m) { m += c.g.describe(n) + ": " + why; });
+    return false;
+  }
+};
+
 // where("scale is finite", [](const graph& g, node_id n) { … })
 template <class F>
 struct node_where {

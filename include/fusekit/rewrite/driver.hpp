@@ -221,6 +221,7 @@ struct graph_edit {
                         [&](const use& u) { return dead.contains(u.node); }))
           orphans.insert(t);
       }
+    drop_unread(added_initializers);
     initializers_change = !orphans.empty() || !added_initializers.empty();
     if (!initializers_change) return;
     auto& all = *proto->mutable_initializer();
@@ -236,6 +237,28 @@ struct graph_edit {
   }
 
  private:
+  // An initializer an edit adds that no node of the graph as it will be reads, nor a graph output
+  // names, is not written: a Constant made an initializer in the pass whose fusion removed its
+  // readers. A subgraph's reads count wherever it reads the name.
+  void drop_unread(std::vector<std::unique_ptr<onnx::TensorProto>>& added) const {
+    if (added.empty()) return;
+    std::unordered_set<std::string_view> read;
+    for (const auto& out : proto->output()) read.insert(out.name());
+    std::vector<const onnx::NodeProto*> work(nodes.begin(), nodes.end());
+    while (!work.empty()) {
+      const onnx::NodeProto* n = work.back();
+      work.pop_back();
+      for (const std::string& in : n->input()) read.insert(in);
+      for (const auto& a : n->attribute()) {
+        if (a.has_g())
+          for (const auto& inner : a.g().node()) work.push_back(&inner);
+        for (const auto& body : a.graphs())
+          for (const auto& inner : body.node()) work.push_back(&inner);
+      }
+    }
+    std::erase_if(added, [&](const auto& t) { return !read.contains(t->name()); });
+  }
+
   // Per candidate: the ops of the Shapes and Sizes it rewires, and of the nodes that replace them.
   std::unordered_map<const candidate*,
                      std::pair<std::map<std::string, int>, std::map<std::string, int>>>
@@ -479,8 +502,9 @@ inline std::set<std::string> calls_holding_matches(model& m, std::span<const any
     report attempt;
     attempt_sink sink{opts, trial_names, found, attempt};
     collect(g, rules, sink);
+    // A rule of negative priority cleans up after the others: it inlines no call on its own.
     for (const candidate& c : found)
-      for (node_id n : c.nodes)
+      for (node_id n : c.priority < 0 ? std::span<const node_id>{} : std::span(c.nodes))
         if (auto it = call_of.find(c.where->node(n).name()); it != call_of.end())
           wanted.insert(it->second->call);
     if (!opts.explain) drop_covered(attempt.near_misses);

@@ -77,6 +77,13 @@ class emitter {
     initializers_.push_back(build::make_tensor(name, type, std::move(dims), values));
     return name;
   }
+  // A new initializer holding a copy of `t`: a Constant node's tensor, made an initializer.
+  std::string constant(const onnx::TensorProto& t) {
+    const std::string name = names_->fresh(stem_ + "/const");
+    initializers_.push_back(t);
+    initializers_.back().set_name(name);
+    return name;
+  }
   // A new initializer holding a fold's result, in its type.
   std::string constant(const array& values) {
     const std::string name = names_->fresh(stem_ + "/const");
@@ -165,15 +172,20 @@ FUSEKIT_ENGINE_INLINE void emitter::name_replacements() {
       for (auto& node : nodes_)
         for (auto& out : *node.mutable_output())
           if (out == replacement) output = &out;
+    const auto uses = graph_->consumers(old);
+    const bool name_lives_on =
+        graph_->is_graph_output(old) ||
+        std::any_of(uses.begin(), uses.end(), [](const use& u) { return u.is_implicit(); });
+    // An emitted initializer takes the name too, where that name is not a graph output's (which
+    // a node writes): a Constant made an initializer is read as before, with nothing forwarded.
+    if (output == nullptr && !graph_->is_graph_output(old) && !renamed.contains(replacement))
+      for (auto& t : initializers_)
+        if (t.name() == replacement) output = t.mutable_name();
     if (output != nullptr) {
       renamed.emplace(replacement, old_name);
       *output = old_name;
       continue;
     }
-    const auto uses = graph_->consumers(old);
-    const bool name_lives_on =
-        graph_->is_graph_output(old) ||
-        std::any_of(uses.begin(), uses.end(), [](const use& u) { return u.is_implicit(); });
     if (!name_lives_on) {
       forwards_.emplace_back(old, replacement);
       continue;

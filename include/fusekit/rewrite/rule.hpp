@@ -7,7 +7,8 @@
 //     using options = gelu_options;                               // optional: what a caller sets
 //     static verdict guard(const graph&, const auto& m, const options&);  // optional; or (g, m)
 //     static void emit(const graph&, const auto& m, emitter&, const options&);  // or (g, m, e)
-//     static constexpr int priority = 0;                          // optional; higher first
+//     static constexpr int priority = 0;  // optional; higher first; below 0 cleans up: its
+//                                         // matches inside a function call do not inline it
 //     static constexpr std::size_t near_miss_depth = 2;           // optional; see below
 //     static bool resembles(const graph&, node_id anchor);        // optional; see below
 //     static bool is_its_block(const graph&, node_id anchor);     // optional; see below

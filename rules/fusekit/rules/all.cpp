@@ -33,7 +33,12 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
     out.push_back(bias_gelu_rule(attention));
     out.push_back(quick_gelu_rule(attention));
   }
+  for (rewrite::any_rule& clean : cleaning_rules()) out.push_back(std::move(clean));
   return out;
+}
+
+std::vector<rewrite::any_rule> cleaning_rules() {
+  return {identity_elimination_rule(), constant_to_initializer_rule()};
 }
 
 std::vector<std::string_view> names() {
@@ -125,6 +130,8 @@ rewrite::report fuse_all(model& m, const rewrite::options& run,
   rewrite::options current = run;
   for (std::string& name : current.rules) name = std::string(current_name(name));
   rewrite::report out = rewrite::fuse(m, bundled(attention), current, &find_fused_attention);
+  for (const rewrite::any_rule& clean : cleaning_rules())
+    if (current.runs(clean.name())) out.count_instead_of_listing(std::string(clean.name()));
   explain_every_softmax(m, out);
   return out;
 }

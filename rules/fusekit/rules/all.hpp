@@ -45,6 +45,13 @@ rewrite::any_rule bias_gelu_rule(const fusion_options&& options) = delete;
 rewrite::any_rule partial_rotary_embedding_rule();
 rewrite::any_rule quick_gelu_rule(const fusion_options& options);
 rewrite::any_rule quick_gelu_rule(const fusion_options&& options) = delete;
+// Nodes that compute nothing at inference, forwarded; Constant nodes made initializers.
+rewrite::any_rule identity_elimination_rule();
+rewrite::any_rule constant_to_initializer_rule();
+// The rules above that clean the graph rather than fuse: bundled() runs them with the fusions (a
+// fusion then sees the graph cleaned, and the Constants a fusion writes become initializers), and
+// fuse_all's report counts their edits (report::cleaned) rather than listing them.
+std::vector<rewrite::any_rule> cleaning_rules();
 
 // The library, in the order the report lists it: the one list that fuse_all runs and whose names
 // the command line accepts. Target onnx runs the rules whose ops ONNX has.

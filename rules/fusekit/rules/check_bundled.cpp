@@ -9,6 +9,7 @@
 
 #include "check_bundled_rule.hpp"
 #include "differential_attention.hpp"
+#include "eliminations.hpp"
 #include "fusekit/io/error.hpp"
 #include "gelu.hpp"
 #include "layer_normalization.hpp"
@@ -35,6 +36,8 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(rotary_embedding_interleaved);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(partial_rotary_embedding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(skip_layer_normalization);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(skip_rms_normalization);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(identity_elimination);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_to_initializer);
 #undef FUSEKIT_CHECKED_IN_ITS_FAMILY
 
 namespace {
@@ -88,6 +91,8 @@ std::span<const checked> library() {
       rule<skip_rms_normalization>(false, true),
       rule<bias_gelu>(false, true),
       rule<quick_gelu>(false, true),
+      rule<identity_elimination>(true, false),
+      rule<constant_to_initializer>(true, false),
   };
   return rules;
 }

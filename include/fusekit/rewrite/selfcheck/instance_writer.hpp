@@ -84,6 +84,8 @@ struct state {
   // above it settle their views by their own patterns, which that reader would fail), and the
   // readers' outputs.
   std::vector<build::value> read_outside, extra_outputs;
+  // forwardable() on the root: its output is read by a node, which writes the graph output.
+  bool read_root = false;
   std::size_t names = 0;
   int depth = 0;  // of the op being built: 0 is the root
   std::vector<view> views;
@@ -626,6 +628,13 @@ void predicate(const pattern::axes_are<Matcher>& p, state& s, node_parts& parts)
 template <dtype... Types>
 void predicate(const pattern::dtype_is<Types...>& p, state& s, node_parts&) {
   s.type = type_for(p, s, s.type);
+}
+// The root's output read by a node, not the graph output its name would have to stay; broken,
+// the graph output. An inner node's output is read by the node above it already.
+inline void predicate(const pattern::node_check<pattern::forwardable_output>&, state& s,
+                      node_parts&) {
+  if (s.depth == 1 && !s.breaks("forwardable: the root writes a graph output", "graph output"))
+    s.read_root = true;
 }
 
 // An attribute the op does not have at the instance's opset (is_test after BatchNormalization-6):

@@ -103,6 +103,7 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
     s.source = [&s](std::string_view name, want w) { return from_sources(R::sources, name, s, w); };
   s.b.opset_import("com.microsoft", 1);
   const build::value root = make(R::pattern, s);
+  const build::value output = s.read_root ? s.b.op("Identity", {root}) : root;
   for (const build::value& v : s.read_outside) s.extra_outputs.push_back(s.b.op("Identity", {v}));
   // The views no predicate below the root settled: the rule is their judge. A mutant keeps its
   // instance's (the rule must refuse it); one an op's predicate settles is derived again, from
@@ -110,7 +111,7 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
   if (s.view_replay.empty())
     settle_views(s, 0, [&] {
       onnx::ModelProto m = s.b.build();
-      m.mutable_graph()->add_output()->set_name(root.name);
+      m.mutable_graph()->add_output()->set_name(output.name);
       for (const build::value& v : s.extra_outputs)
         m.mutable_graph()->add_output()->set_name(v.name);
       return refused<R>(graph(m), root.name, own);
@@ -132,7 +133,7 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
   const graph g(out.model);
   const facts& f = facts_of(g);
   for (const build::value& v : [&] {
-         std::vector<build::value> all{root};
+         std::vector<build::value> all{output};
          all.insert(all.end(), s.extra_outputs.begin(), s.extra_outputs.end());
          return all;
        }()) {

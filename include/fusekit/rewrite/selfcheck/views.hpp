@@ -549,6 +549,14 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     // Attributes ONNX requires and no predicate gave.
     if (Spec::name == "Cast" && !named("to"))
       parts.attrs.emplace_back("to", w.type == dtype::undefined ? outer : w.type);
+    // A Constant's tensor: ones, of the leaves' shape.
+    if (Spec::name == "Constant" && !named("value")) {
+      std::size_t count = 1;
+      for (std::int64_t d : s.o.shape) count *= std::size_t(d);
+      parts.attrs.emplace_back(
+          "value", build::make_tensor("", w.type == dtype::undefined ? outer : w.type, s.o.shape,
+                                      std::vector<double>(count, 1.0)));
+    }
     // An axis the pattern leaves to code is searched as a view's shape is: the sequence axis of a
     // cache's Concat, the last of a pair's halves, the pair's axis a Split or Gather takes apart.
     constexpr bool axis_searched =

@@ -1,0 +1,14 @@
+#include "eliminations.hpp"
+#include "all.hpp"
+
+namespace fusekit::rules {
+
+rewrite::any_rule identity_elimination_rule() {
+  return rewrite::any_rule::of<identity_elimination>();
+}
+
+rewrite::any_rule constant_to_initializer_rule() {
+  return rewrite::any_rule::of<constant_to_initializer>();
+}
+
+}  // namespace fusekit::rules

@@ -1,0 +1,204 @@
+// Specifications of the eliminations (rules/fusekit/rules/eliminations.hpp): a node that computes
+// nothing at inference goes and its readers read its input; a Constant becomes an initializer of
+// its output's name. Each look-alike stays byte for byte, and neither rule reports near misses.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "fusekit/graph/model_builder.hpp"
+#include "fusekit/rewrite/driver.hpp"
+#include "fusekit/rules/all.hpp"
+#include "fusekit/rules/eliminations.hpp"
+
+namespace {
+
+using fusekit::dtype;
+using fusekit::build::model_builder;
+using fusekit::build::value;
+using fusekit::rewrite::fuse;
+using fusekit::rules::constant_to_initializer;
+using fusekit::rules::identity_elimination;
+
+// "Op(input, …) -> output" per node, in graph order.
+std::string nodes_of(const fusekit::model& m) {
+  std::string out;
+  for (const auto& n : m.proto.graph().node()) {
+    out += n.op_type() + "(";
+    for (int i = 0; i < n.input_size(); ++i) out += (i ? ", " : "") + n.input(i);
+    out += ")->" + n.output(0) + " ";
+  }
+  return out;
+}
+
+template <class R>
+void expect_unchanged(fusekit::model m) {
+  const std::string before = m.proto.SerializeAsString();
+  const auto report = fuse<R>(m);
+  EXPECT_EQ(m.proto.SerializeAsString(), before);
+  EXPECT_TRUE(report.fusions.empty());
+  EXPECT_TRUE(report.near_misses.empty());
+}
+
+// x ── node ── y ── Relu ── out
+fusekit::model read_through(std::string_view op,
+                            std::initializer_list<fusekit::build::attr> attrs = {},
+                            dtype type = dtype::float32, std::int64_t opset = 17) {
+  model_builder b(opset);
+  auto x = b.input("x", type, {2, 3});
+  auto y = b.op(op, {x}, attrs);
+  b.output(b.op("Relu", {y}), type, {2, 3});
+  return b.build_model();
+}
+
+TEST(IdentityElimination, IdentityReadersReadItsInput) {
+  fusekit::model m = read_through("Identity");
+  const auto report = fuse<identity_elimination>(m);
+  EXPECT_EQ(nodes_of(m), "Relu(x)->Relu_1 ");
+  EXPECT_EQ(report.fusions.size(), 1u);
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(IdentityElimination, CastToItsOwnTypeGoes) {
+  fusekit::model m = read_through("Cast", {{"to", dtype::float32}});
+  fuse<identity_elimination>(m);
+  EXPECT_EQ(nodes_of(m), "Relu(x)->Relu_1 ");
+}
+
+TEST(IdentityElimination, DropoutAtInferenceGoes) {
+  fusekit::model m = read_through("Dropout");
+  fuse<identity_elimination>(m);
+  EXPECT_EQ(nodes_of(m), "Relu(x)->Relu_1 ");
+}
+
+TEST(IdentityElimination, AChainGoesWhole) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto y = b.op("Identity", {b.op("Identity", {b.op("Identity", {x})})});
+  b.output(b.op("Relu", {y}), dtype::float32, {2, 3});
+  fusekit::model m = b.build_model();
+  fuse<identity_elimination>(m);
+  EXPECT_EQ(nodes_of(m), "Relu(x)->Relu_3 ");
+}
+
+TEST(IdentityElimination, NearMissCastToAnotherType) {
+  // A Cast that converts computes something.
+  expect_unchanged<identity_elimination>(read_through("Cast", {{"to", dtype::float16}}));
+}
+
+TEST(IdentityElimination, NearMissDropoutInTraining) {
+  // training_mode true: the Dropout drops elements.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto y = b.op("Dropout", {x, b.scalar(dtype::float32, 0.5), b.scalar(dtype::boolean, 1)});
+  b.output(b.op("Relu", {y}), dtype::float32, {2, 3});
+  expect_unchanged<identity_elimination>(b.build_model());
+}
+
+TEST(IdentityElimination, NearMissDropoutWhoseMaskIsRead) {
+  // Its mask is a second result someone reads: the node must stay.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto outs = b.ops("Dropout", {x}, {}, {.outputs = 2});
+  b.output(b.op("Relu", {outs[0]}), dtype::float32, {2, 3});
+  b.output(outs[1], dtype::boolean, {2, 3});
+  expect_unchanged<identity_elimination>(b.build_model());
+}
+
+TEST(IdentityElimination, NearMissIdentityWritingAGraphOutput) {
+  // The output's name is the model's interface: it must live on.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 3});
+  b.output(b.op("Identity", {b.op("Relu", {x})}), dtype::float32, {2, 3});
+  expect_unchanged<identity_elimination>(b.build_model());
+}
+
+TEST(IdentityElimination, ExplainedWhereTheNameMustLiveOn) {
+  // No near miss by default; asked to explain, the rule names the graph output.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 3});
+  b.output(b.op("Identity", {b.op("Relu", {x})}, {}, {.name = "id"}), dtype::float32, {2, 3});
+  fusekit::model m = b.build_model();
+  const auto report = fuse<identity_elimination>(m, {.explain = true});
+  ASSERT_EQ(report.near_misses.size(), 1u);
+  EXPECT_EQ(report.near_misses[0].reason,
+            "Identity 'id': writes a graph output, whose name must live on");
+}
+
+TEST(ConstantToInitializer, TheTensorKeepsTheOutputsName) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto c = b.constant(dtype::float32, {3}, {1, 2, 3});
+  b.output(b.op("Add", {x, c}), dtype::float32, {2, 3});
+  fusekit::model m = b.build_model();
+  const std::string name = m.proto.graph().node(0).output(0);
+  onnx::TensorProto tensor = m.proto.graph().node(0).attribute(0).t();
+  tensor.set_name(name);
+  const auto report = fuse<constant_to_initializer>(m);
+  EXPECT_EQ(nodes_of(m), "Add(x, " + name + ")->Add_1 ");
+  ASSERT_EQ(m.proto.graph().initializer_size(), 1);
+  EXPECT_EQ(m.proto.graph().initializer(0).SerializeAsString(), tensor.SerializeAsString());
+  EXPECT_EQ(report.fusions.size(), 1u);
+  fusekit::rewrite::check_invariants(m);
+  // Nothing is left to do a second time.
+  const auto again = fuse<constant_to_initializer>(m);
+  EXPECT_TRUE(again.fusions.empty());
+}
+
+TEST(ConstantToInitializer, NearMissConstantWritingAGraphOutput) {
+  // A graph output is written by a node.
+  model_builder b;
+  b.input("x", dtype::float32, {2, 3});
+  b.output(b.constant(dtype::float32, {3}, {1, 2, 3}), dtype::float32, {3});
+  expect_unchanged<constant_to_initializer>(b.build_model());
+}
+
+TEST(ConstantToInitializer, NearMissBeforeIrVersion4) {
+  // Below IR 4 an initializer must also be a graph input, which a user could then override.
+  model_builder b(7);
+  b.ir_version(3);
+  auto x = b.input("x", dtype::float32, {2, 3});
+  b.output(b.op("Add", {x, b.constant(dtype::float32, {3}, {1, 2, 3})}), dtype::float32, {2, 3});
+  expect_unchanged<constant_to_initializer>(b.build_model());
+}
+
+TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
+  // Thousands of Constants in a vision export would be thousands of report lines.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto y = b.op("Identity", {b.op("Add", {x, b.constant(dtype::float32, {3}, {1, 2, 3})})});
+  b.output(b.op("Relu", {y}), dtype::float32, {2, 3});
+  fusekit::model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m);
+  EXPECT_EQ(nodes_of(m), "Add(x, Constant_0)->Add_1 Relu(Add_1)->Relu_3 ");
+  EXPECT_TRUE(report.fusions.empty());
+  const std::string table = report.to_table();
+  EXPECT_NE(table.find("identity-elimination: removed Identity 1;\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("constant-to-initializer: removed Constant 1;\n"), std::string::npos)
+      << table;
+  EXPECT_EQ(report.to_json()["cleaned"].dump(),
+            R"({"constant-to-initializer":{"Constant":1},"identity-elimination":{"Identity":1}})");
+  // Named without them, the library leaves the graph as it is.
+  fusekit::model kept = b.build_model();
+  const std::string before = kept.proto.SerializeAsString();
+  fusekit::rules::fuse_all(kept, {.rules = {"gelu"}});
+  EXPECT_EQ(kept.proto.SerializeAsString(), before);
+}
+
+TEST(CleaningRules, AConstantWhoseReadersAFusionRemovesLeavesNoInitializer) {
+  // The GELU's constants are Constant nodes: made initializers in the pass that fuses the GELU,
+  // nothing would read them.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto erf = b.op("Erf", {b.op("Div", {x, b.constant_scalar(dtype::float32, 1.4142135)})});
+  auto cdf = b.op("Add", {erf, b.constant_scalar(dtype::float32, 1.0)});
+  auto half = b.op("Mul", {x, b.constant_scalar(dtype::float32, 0.5)});
+  b.output(b.op("Mul", {half, cdf}), dtype::float32, {2, 3});
+  fusekit::model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(m.proto.graph().node_size(), 1);
+  EXPECT_EQ(m.proto.graph().node(0).op_type(), "Gelu");
+  EXPECT_EQ(m.proto.graph().initializer_size(), 0);
+  fusekit::rewrite::check_invariants(m);
+}
+
+}  // namespace
