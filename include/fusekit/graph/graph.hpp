@@ -174,6 +174,11 @@ class graph {
   bool is_graph_output(value_id v) const { return value(v).flags & graph_output; }
   bool is_initializer(value_id v) const { return value(v).flags & initializer; }
   bool is_outer_scope(value_id v) const { return value(v).flags & outer_scope; }
+  // Whether a subgraph reads v by its name: a reader renamed elsewhere cannot reach it there.
+  bool read_by_name_in_subgraph(value_id v) const {
+    const auto uses = consumers(v);
+    return std::any_of(uses.begin(), uses.end(), [](const use& u) { return u.is_implicit(); });
+  }
   // An initializer that is also a graph input (IR >= 4) can be overridden at run time: not
   // constant.
   bool is_constant(value_id v) const { return value(v).flags & constant; }

@@ -524,10 +524,8 @@ struct forwardable_output {
       why = "has no first output";
     } else if (c.g.is_graph_output(v)) {
       why = "writes a graph output, whose name must live on";
-    } else {
-      const auto uses = c.g.consumers(v);
-      if (std::any_of(uses.begin(), uses.end(), [](const use& u) { return u.is_implicit(); }))
-        why = "writes a value a subgraph reads by name, which must live on";
+    } else if (c.g.read_by_name_in_subgraph(v)) {
+      why = "writes a value a subgraph reads by name, which must live on";
     }
     if (why == nullptr) return true;
     c.fail(where, n, [&](std::string& m) { m += c.g.describe(n) + ": " + why; });

@@ -172,10 +172,8 @@ FUSEKIT_ENGINE_INLINE void emitter::name_replacements() {
       for (auto& node : nodes_)
         for (auto& out : *node.mutable_output())
           if (out == replacement) output = &out;
-    const auto uses = graph_->consumers(old);
     const bool name_lives_on =
-        graph_->is_graph_output(old) ||
-        std::any_of(uses.begin(), uses.end(), [](const use& u) { return u.is_implicit(); });
+        graph_->is_graph_output(old) || graph_->read_by_name_in_subgraph(old);
     // An emitted initializer takes the name too, where that name is not a graph output's (which
     // a node writes): a Constant made an initializer is read as before, with nothing forwarded.
     if (output == nullptr && !graph_->is_graph_output(old) && !renamed.contains(replacement))
