@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
@@ -18,6 +19,7 @@ using fusekit::build::value;
 using fusekit::rewrite::fuse;
 using fusekit::rules::constant_to_initializer;
 using fusekit::rules::identity_elimination;
+using fusekit::rules::noop_elimination;
 
 // "Op(input, …) -> output" per node, in graph order.
 std::string nodes_of(const fusekit::model& m) {
@@ -124,6 +126,51 @@ TEST(IdentityElimination, ExplainedWhereTheNameMustLiveOn) {
             "Identity 'id': writes a graph output, whose name must live on");
 }
 
+// x [2, 3] ── op(x, the given int64 inputs) ── Relu ── out
+fusekit::model viewed_by(std::string_view op, std::vector<std::vector<double>> inputs,
+                         fusekit::build::shape_spec out = {2, 3}) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 3});
+  std::vector<value> args = {x};
+  for (const auto& v : inputs)
+    args.push_back(b.initializer(dtype::int64, {std::int64_t(v.size())}, v));
+  b.output(b.op("Relu", {b.op(op, args)}), dtype::float32, out);
+  return b.build_model();
+}
+
+TEST(NoopElimination, AViewToItsInputsOwnShapeGoes) {
+  for (fusekit::model m :
+       {viewed_by("Reshape", {{2, 3}}), viewed_by("Reshape", {{2, -1}}), viewed_by("Expand", {{1}}),
+        viewed_by("Tile", {{1, 1}}), viewed_by("Slice", {{0}, {1 << 30}, {1}}),
+        viewed_by("Pad", {{0, 0, 0, 0}})}) {
+    fuse<noop_elimination>(m);
+    ASSERT_EQ(m.proto.graph().node_size(), 1);
+    EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
+    fusekit::rewrite::check_invariants(m);
+  }
+}
+
+TEST(NoopElimination, NearMissAReshapeToAnotherShape) {
+  // [3, 2] holds x's elements under other dims.
+  expect_unchanged<noop_elimination>(viewed_by("Reshape", {{3, 2}}, {3, 2}));
+}
+
+TEST(NoopElimination, NearMissASliceThatReverses) {
+  // Step −1 keeps the dims and reverses the elements.
+  expect_unchanged<noop_elimination>(
+      viewed_by("Slice", {{-1}, {-(std::int64_t(1) << 40)}, {1}, {-1}}));
+}
+
+TEST(NoopElimination, NearMissPadsThatCancel) {
+  // One column added on the left and one taken on the right: the dims stay, the elements move.
+  expect_unchanged<noop_elimination>(viewed_by("Pad", {{0, 1, 0, -1}}));
+}
+
+TEST(NoopElimination, NearMissAnExpandThatGrows) {
+  // Expanded to [4, 2, 3]: a new axis.
+  expect_unchanged<noop_elimination>(viewed_by("Expand", {{4, 2, 3}}, {4, 2, 3}));
+}
+
 TEST(ConstantToInitializer, TheTensorKeepsTheOutputsName) {
   model_builder b;
   auto x = b.input("x", dtype::float32, {2, 3});
@@ -176,7 +223,10 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
   EXPECT_NE(table.find("constant-to-initializer: removed Constant 1;\n"), std::string::npos)
       << table;
   EXPECT_EQ(report.to_json()["cleaned"].dump(),
-            R"({"constant-to-initializer":{"Constant":1},"identity-elimination":{"Identity":1}})");
+            R"({"batch-normalization-into-conv":{},"constant-folding":{},)"
+            R"("constant-to-initializer":{"Constant":1},)"
+            R"("constant-view-folding":{},"identity-elimination":{"Identity":1},)"
+            R"("no-op-elimination":{}})");
   // Named without them, the library leaves the graph as it is.
   fusekit::model kept = b.build_model();
   const std::string before = kept.proto.SerializeAsString();

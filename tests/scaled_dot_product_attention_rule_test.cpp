@@ -112,13 +112,26 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
   const auto report = fusekit::rules::fuse_all(m);
   const auto names = fusekit::rules::names();
   EXPECT_EQ(report.rules, std::vector<std::string>(names.begin(), names.end()));
-  EXPECT_EQ(report.rules,
-            (std::vector<std::string>{
-                "differential-attention-values", "scaled-dot-product-attention-head-merge",
-                "scaled-dot-product-attention", "layer-normalization", "rms-normalization", "gelu",
-                "gelu-tanh", "rotary-embedding", "rotary-embedding-interleaved",
-                "partial-rotary-embedding", "skip-layer-normalization", "skip-rms-normalization",
-                "bias-gelu", "quick-gelu", "identity-elimination", "constant-to-initializer"}));
+  EXPECT_EQ(report.rules, (std::vector<std::string>{"differential-attention-values",
+                                                    "scaled-dot-product-attention-head-merge",
+                                                    "scaled-dot-product-attention",
+                                                    "layer-normalization",
+                                                    "rms-normalization",
+                                                    "gelu",
+                                                    "gelu-tanh",
+                                                    "rotary-embedding",
+                                                    "rotary-embedding-interleaved",
+                                                    "partial-rotary-embedding",
+                                                    "skip-layer-normalization",
+                                                    "skip-rms-normalization",
+                                                    "bias-gelu",
+                                                    "quick-gelu",
+                                                    "identity-elimination",
+                                                    "no-op-elimination",
+                                                    "constant-to-initializer",
+                                                    "constant-folding",
+                                                    "constant-view-folding",
+                                                    "batch-normalization-into-conv"}));
   // Target onnx runs the rules whose ops ONNX has.
   model standard = block{}.build();
   attention_options onnx_target;
@@ -128,7 +141,9 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
                 "differential-attention-values", "scaled-dot-product-attention-head-merge",
                 "scaled-dot-product-attention", "layer-normalization", "rms-normalization", "gelu",
                 "gelu-tanh", "rotary-embedding", "rotary-embedding-interleaved",
-                "partial-rotary-embedding", "identity-elimination", "constant-to-initializer"}));
+                "partial-rotary-embedding", "identity-elimination", "no-op-elimination",
+                "constant-to-initializer", "constant-folding", "constant-view-folding",
+                "batch-normalization-into-conv"}));
 }
 
 // The rules' names before the rename select the renamed rules for one release; the report prints

@@ -6,9 +6,9 @@
 
 #include <filesystem>
 
-#include "fold_batch_norm_into_conv.hpp"
 #include "fold_transposes.hpp"
 #include "fusekit/rewrite/selfcheck.hpp"
+#include "fusekit/rules/batch_normalization_folding.hpp"
 #include "matmul_add_to_gemm.hpp"
 #include "quick_gelu.hpp"
 
@@ -41,9 +41,10 @@ TEST(PassesSelfcheck, MatMulAddToGemm) {
 }
 TEST(PassesSelfcheck, FoldBatchNormIntoConv) {
   // The statistics are written as long as the weight's dim 0, which they read through same_dim.
-  EXPECT_EQ(selfcheck<passes::fold_batch_norm_into_conv>("fold_batch_norm_into_conv"),
-            "fold-batch-norm-into-conv: ok; 7 of 7 instances fused, 6 of 6 alternatives covered; "
-            "parity with ONNX Runtime 7 of 7; 4 mutants: 4 refused and named\n");
+  EXPECT_EQ(
+      selfcheck<fusekit::rules::batch_normalization_into_conv>("fold_batch_norm_into_conv"),
+      "batch-normalization-into-conv: ok; 7 of 7 instances fused, 6 of 6 alternatives covered; "
+      "parity with ONNX Runtime 7 of 7; 4 mutants: 4 refused and named\n");
 }
 
 }  // namespace

@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "fold_batch_norm_into_conv.hpp"
 #include "fold_transposes.hpp"
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
+#include "fusekit/rules/batch_normalization_folding.hpp"
 #include "matmul_add_to_gemm.hpp"
 #include "quick_gelu.hpp"
 
@@ -226,7 +226,7 @@ fusekit::model conv_bn_with(const conv_bn& c) {
 
 TEST(FoldBatchNormIntoConv, WeightsAndBiasTakeTheNormalization) {
   fusekit::model m = conv_bn_with({});
-  const auto report = fuse<passes::fold_batch_norm_into_conv>(m);
+  const auto report = fuse<fusekit::rules::batch_normalization_into_conv>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   const auto& conv = m.proto.graph().node(0);
   EXPECT_EQ(conv.op_type(), "Conv");
@@ -244,14 +244,14 @@ TEST(FoldBatchNormIntoConv, WeightsAndBiasTakeTheNormalization) {
 
 TEST(FoldBatchNormIntoConv, AConvWithoutBiasGetsOne) {
   fusekit::model m = conv_bn_with({.conv_bias = false});
-  fuse<passes::fold_batch_norm_into_conv>(m);
+  fuse<fusekit::rules::batch_normalization_into_conv>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   EXPECT_EQ(m.proto.graph().node(0).input_size(), 3);
 }
 
 TEST(FoldBatchNormIntoConv, Float16IsFoldedInItsOwnType) {
   fusekit::model m = conv_bn_with({.type = dtype::float16});
-  fuse<passes::fold_batch_norm_into_conv>(m);
+  fuse<fusekit::rules::batch_normalization_into_conv>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   for (const auto& t : m.proto.graph().initializer()) EXPECT_EQ(t.data_type(), int(dtype::float16));
 }
@@ -259,21 +259,23 @@ TEST(FoldBatchNormIntoConv, Float16IsFoldedInItsOwnType) {
 TEST(FoldBatchNormIntoConv, BeforeOpset14ThereIsNoTrainingModeToAskFor) {
   // BatchNormalization-9 runs in inference mode only: training_mode(0) holds of it.
   fusekit::model m = conv_bn_with({.opset = 9});
-  fuse<passes::fold_batch_norm_into_conv>(m);
+  fuse<fusekit::rules::batch_normalization_into_conv>(m);
   EXPECT_EQ(nodes_of(m).substr(0, 5), "Conv(");
 }
 
 TEST(FoldBatchNormIntoConv, NearMissTrainingMode) {
   // In training mode the statistics are the batch's, not the constants.
-  EXPECT_EQ(refusal<passes::fold_batch_norm_into_conv>(conv_bn_with({.training = true})),
-            "BatchNormalization 'BatchNormalization_1': BatchNormalization "
-            "'BatchNormalization_1': training_mode = 1, expected 0\n");
+  EXPECT_EQ(
+      refusal<fusekit::rules::batch_normalization_into_conv>(conv_bn_with({.training = true})),
+      "BatchNormalization 'BatchNormalization_1': BatchNormalization "
+      "'BatchNormalization_1': training_mode = 1, expected 0\n");
 }
 
 TEST(FoldBatchNormIntoConv, NearMissStatisticsOfAnotherLength) {
   // Two numbers for three output channels: no channel's factor is known.
   EXPECT_EQ(
-      refusal<passes::fold_batch_norm_into_conv>(conv_bn_with({.gamma_per_input_channel = true})),
+      refusal<fusekit::rules::batch_normalization_into_conv>(
+          conv_bn_with({.gamma_per_input_channel = true})),
       "BatchNormalization 'BatchNormalization_1': input 1 of BatchNormalization "
       "'BatchNormalization_1': initializer 'gamma': dim 0 is not equal to dim 0 of 'w': [2] vs "
       "[3, 2, 1, 1]\n");

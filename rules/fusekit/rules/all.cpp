@@ -38,7 +38,9 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
 }
 
 std::vector<rewrite::any_rule> cleaning_rules() {
-  return {identity_elimination_rule(), constant_to_initializer_rule()};
+  return {identity_elimination_rule(),    noop_elimination_rule(),
+          constant_to_initializer_rule(), constant_folding_rule(),
+          constant_view_folding_rule(),   batch_normalization_into_conv_rule()};
 }
 
 std::vector<std::string_view> names() {

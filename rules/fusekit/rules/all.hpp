@@ -45,9 +45,16 @@ rewrite::any_rule bias_gelu_rule(const fusion_options&& options) = delete;
 rewrite::any_rule partial_rotary_embedding_rule();
 rewrite::any_rule quick_gelu_rule(const fusion_options& options);
 rewrite::any_rule quick_gelu_rule(const fusion_options&& options) = delete;
-// Nodes that compute nothing at inference, forwarded; Constant nodes made initializers.
+// Nodes that compute nothing at inference and views that leave their input as it is, forwarded;
+// Constant nodes made initializers.
 rewrite::any_rule identity_elimination_rule();
+rewrite::any_rule noop_elimination_rule();
 rewrite::any_rule constant_to_initializer_rule();
+// Nodes whose every element the facts prove, and views of constants, made initializers.
+rewrite::any_rule constant_folding_rule();
+rewrite::any_rule constant_view_folding_rule();
+// A BatchNormalization at inference folded into the Conv before it.
+rewrite::any_rule batch_normalization_into_conv_rule();
 // The rules above that clean the graph rather than fuse: bundled() runs them with the fusions (a
 // fusion then sees the graph cleaned, and the Constants a fusion writes become initializers), and
 // fuse_all's report counts their edits (report::cleaned) rather than listing them.

@@ -7,7 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "batch_normalization_folding.hpp"
 #include "check_bundled_rule.hpp"
+#include "constant_folding.hpp"
 #include "differential_attention.hpp"
 #include "eliminations.hpp"
 #include "fusekit/io/error.hpp"
@@ -37,7 +39,11 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(partial_rotary_embedding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(skip_layer_normalization);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(skip_rms_normalization);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(identity_elimination);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(noop_elimination);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_to_initializer);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_view_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
 #undef FUSEKIT_CHECKED_IN_ITS_FAMILY
 
 namespace {
@@ -92,7 +98,11 @@ std::span<const checked> library() {
       rule<bias_gelu>(false, true),
       rule<quick_gelu>(false, true),
       rule<identity_elimination>(true, false),
+      rule<noop_elimination>(true, false),
       rule<constant_to_initializer>(true, false),
+      rule<constant_folding>(true, false),
+      rule<constant_view_folding>(true, false),
+      rule<batch_normalization_into_conv>(true, false),
   };
   return rules;
 }

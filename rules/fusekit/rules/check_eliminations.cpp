@@ -5,6 +5,8 @@ namespace fusekit::rules {
 
 template selfcheck::result check_rule<identity_elimination>(const selfcheck::options&, target,
                                                             provider);
+template selfcheck::result check_rule<noop_elimination>(const selfcheck::options&, target,
+                                                        provider);
 template selfcheck::result check_rule<constant_to_initializer>(const selfcheck::options&, target,
                                                                provider);
 

@@ -7,6 +7,8 @@ rewrite::any_rule identity_elimination_rule() {
   return rewrite::any_rule::of<identity_elimination>();
 }
 
+rewrite::any_rule noop_elimination_rule() { return rewrite::any_rule::of<noop_elimination>(); }
+
 rewrite::any_rule constant_to_initializer_rule() {
   return rewrite::any_rule::of<constant_to_initializer>();
 }

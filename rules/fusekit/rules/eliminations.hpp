@@ -3,6 +3,9 @@
 //
 //   x ── Identity | Dropout (inference) | Cast (to x's type) ── y ── readers   ==>   x ── readers
 //
+//   x ── Reshape | Expand | Tile | Squeeze | Slice | Pad | Concat (to x itself) ── y ── readers
+//   ==>   x ── readers
+//
 //   Constant(value) ── y ── readers   ==>   initializer y ── readers
 //
 // The readers of y read x itself, with no node in between. Where y is a graph output, or a
@@ -10,11 +13,19 @@
 // Dropout whose mask is read. The Constant's tensor becomes an initializer of y's name, read
 // unchanged (from IR version 4: before it, an initializer must also be a graph input).
 //
-// Neither rule has near misses: a node either computes nothing or is no elimination.
+// The second form (no-op-elimination) is a view the facts prove to leave x as it is: its
+// output of x's type and every dim proven x's (a Reshape or Expand to x's own shape, a Tile
+// by ones, a Squeeze of no axis of size 1), a Slice of everything with no step below 1, a Pad
+// of zeros, a Concat of one input. What exporters write for a shape known only at run time
+// that, in this model, is static: Swin pads every window to a multiple it already is.
+//
+// None of the rules has near misses: a node either computes nothing or is no elimination.
 #pragma once
 
+#include "fusekit/graph/facts.hpp"
 #include "fusekit/pattern/pattern.hpp"
 #include "fusekit/rewrite/emitter.hpp"
+#include "selfcheck_inputs.hpp"
 
 namespace fusekit::rules {
 using namespace pattern;
@@ -44,6 +55,66 @@ struct identity_elimination {
              passing_on(op<"Dropout">(x, maybe(constant_scalar<"ratio">),
                                       maybe(constant_scalar<"training_mode">.value(0)))),
              passing_on(op<"Cast">(x)));
+
+  static bool resembles(const graph&, node_id) { return false; }
+  static void emit(const graph&, const auto& m, rewrite::emitter& e) {
+    e.replace_root(e.value(get<"x">(m)));
+  }
+};
+
+// Whether the elements of input `slot` are proven, each satisfying `holds`.
+template <class F>
+bool every_element(const graph& g, node_id n, std::size_t slot, F holds) {
+  if (slot >= g.inputs(n).size() || g.input(n, slot) == no_id) return true;
+  const content_fact& c = facts_of(g).content(g.input(n, slot));
+  if (!c.known || c.real) return false;
+  return std::all_of(c.ints.begin(), c.ints.end(), [&](const sym& e) {
+    const auto k = e.constant();
+    return k && holds(*k);
+  });
+}
+
+inline bool keeps_its_input(const graph& g, node_id n) {
+  const facts& f = facts_of(g);
+  const value_id x = g.input(n, 0), y = g.output(n, 0);
+  const auto rank = f.rank(x);
+  if (g.type(x) != g.type(y) || g.type(x) == dtype::undefined || !rank || f.rank(y) != rank)
+    return false;
+  for (int i = 0; i < int(*rank); ++i)
+    if (f.same_dim(x, i, y, i) != truth::yes) return false;
+  const std::string_view op = g.op_type(n);
+  // The same dims in a Slice hold x's elements where no step reverses or skips them.
+  if (op == "Slice") return every_element(g, n, 4, [](std::int64_t k) { return k >= 1; });
+  // Pads that cancel (one side −1, the other +1) keep the dims but shift the elements.
+  if (op == "Pad") return every_element(g, n, 1, [](std::int64_t k) { return k == 0; });
+  if (op == "Concat") return g.inputs(n).size() == 1;
+  return true;
+}
+
+struct noop_elimination {
+  static constexpr std::string_view name = "no-op-elimination";
+  static constexpr int priority = -1;
+  static constexpr auto x = capture<"x">;
+  static constexpr auto noop = [](auto node) {
+    return node.where("leaving its input as it is, as the facts prove", keeps_its_input)
+        .forwardable();
+  };
+  static constexpr auto pattern =
+      any_of(noop(op<"Reshape">(x, capture<"dims">)), noop(op<"Expand">(x, capture<"one">)),
+             noop(op<"Tile">(x, capture<"repeats">)), noop(op<"Squeeze">(x)),
+             noop(op<"Slice">(x, capture<"starts">, capture<"ends">, maybe(capture<"axes">),
+                              maybe(capture<"steps">))),
+             noop(op<"Pad">(x, capture<"pads">, maybe(capture<"fill">))), noop(op<"Concat">(x)));
+  static constexpr auto sources = pattern::sources(
+      source<"dims">(written<selfcheck_inputs::dims_of_x>),
+      source<"one">(written<selfcheck_inputs::int64_vector<1>>),
+      source<"repeats">(written<selfcheck_inputs::per_axis_of_x<1>>),
+      source<"starts">(written<selfcheck_inputs::int64_vector<0>>),
+      source<"ends">(written<selfcheck_inputs::int64_vector<(std::int64_t(1) << 62)>>),
+      source<"axes">(written<selfcheck_inputs::int64_vector<0>>),
+      source<"steps">(written<selfcheck_inputs::int64_vector<1>>),
+      source<"pads">(written<selfcheck_inputs::per_axis_of_x<0, 2>>),
+      source<"fill">(written<selfcheck_inputs::scalar_of_type<0>>));
 
   static bool resembles(const graph&, node_id) { return false; }
   static void emit(const graph&, const auto& m, rewrite::emitter& e) {

@@ -520,8 +520,11 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     in.type = Spec::name == "Cast" ? dtype::undefined : w.type;
     std::vector<build::value> args;
     if constexpr (P::variadic) {
-      args.push_back(detail::make(p.inputs.head.element, s, in));
-      args.push_back(detail::make(p.inputs.head.element, s, in));
+      // A Concat's inputs have an axis to join along: a leaf of no declared rank is a vector.
+      want each = in;
+      if (Spec::name == "Concat" && each.rank < 0) each.rank = 1;
+      args.push_back(detail::make(p.inputs.head.element, s, each));
+      args.push_back(detail::make(p.inputs.head.element, s, each));
     } else {
       inputs<Spec>(p.inputs, s, in, args);
     }

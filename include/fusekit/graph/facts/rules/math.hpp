@@ -116,6 +116,47 @@ inline void infer_elementwise(rule_context& cx, node_id n, std::string_view op) 
   cx.set(n, 0, s, fold_elementwise(cx, n, op, s));
 }
 
+// The elements of x broadcast to s, where every dim of both is a number and x's elements are held:
+// a mask's rows and columns expanded to a square.
+inline content_fact broadcast_content(const content_fact& data, const shape_fact& x,
+                                      const shape_fact& s) {
+  if (!data.known || !x.known || !s.known || x.rank() > s.rank()) return {};
+  const std::size_t rank = s.rank();
+  std::vector<std::size_t> out(rank), in(rank, 1);
+  std::size_t count = 1, read = 1;
+  for (std::size_t i = 0; i < rank; ++i) {
+    const auto k = s.dims[i].constant();
+    if (!k || *k < 0) return {};
+    out[i] = std::size_t(*k);
+    count *= out[i];
+    if (count > facts::max_elements) return {};
+  }
+  for (std::size_t i = 0; i < x.rank(); ++i) {
+    const auto k = x.dims[i].constant();
+    if (!k || *k < 0) return {};
+    in[rank - x.rank() + i] = std::size_t(*k);
+    read *= std::size_t(*k);
+  }
+  if (read != data.size()) return {};
+  std::vector<std::size_t> stride(rank, 1);
+  for (std::size_t i = rank; i-- > 1;) stride[i - 1] = stride[i] * in[i];
+  content_fact c{true, data.real, {}, {}};
+  std::vector<std::size_t> at(rank, 0);
+  for (std::size_t k = 0; k < count; ++k) {
+    std::size_t from = 0;
+    for (std::size_t i = 0; i < rank; ++i) from += (in[i] == 1 ? 0 : at[i]) * stride[i];
+    if (c.real)
+      c.reals.push_back(data.reals[from]);
+    else
+      c.ints.push_back(data.ints[from]);
+    for (std::size_t i = rank; i-- > 0;) {
+      if (++at[i] < out[i]) break;
+      at[i] = 0;
+    }
+  }
+  return c;
+}
+
 inline void infer_expand(rule_context& cx, node_id n) {
   const shape_fact& x = cx.in_shape(n, 0);
   const content_fact& target = cx.in_content(n, 1);
@@ -126,7 +167,9 @@ inline void infer_expand(rule_context& cx, node_id n) {
     t.dims.push_back(target.ints[i].known() ? target.ints[i] : cx.fresh(cx.out(n), i));
   }
   const shape_fact* both[] = {&x, &t};
-  cx.set(n, 0, cx.broadcast(both, cx.out(n)));
+  shape_fact s = cx.broadcast(both, cx.out(n));
+  content_fact c = broadcast_content(cx.in_content(n, 0), x, s);
+  cx.set(n, 0, std::move(s), std::move(c));
 }
 
 inline void infer_matmul(rule_context& cx, node_id n) {

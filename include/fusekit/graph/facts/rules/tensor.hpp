@@ -278,7 +278,7 @@ inline void infer_concat(rule_context& cx, node_id n) {
   const auto axis = axis_index(cx.g.attribute_int(n, "axis").value_or(0), first.rank());
   if (!axis) return;
   shape_fact s = first;
-  content_fact c{true, false, {}, {}};
+  content_fact c{true, cx.content(inputs[0]).real, {}, {}};
   for (std::size_t k = 0; k < inputs.size(); ++k) {
     const shape_fact& x = cx.shape(inputs[k]);
     if (!x.known || x.rank() != first.rank()) return;
@@ -289,8 +289,11 @@ inline void infer_concat(rule_context& cx, node_id n) {
         return cx.cannot_run();
     if (k > 0) s.dims[*axis] = s.dims[*axis] + x.dims[*axis];
     const content_fact& e = cx.content(inputs[k]);
-    if (!e.known || first.rank() != 1 || e.real) c = {};
-    if (c.known) c.ints.insert(c.ints.end(), e.ints.begin(), e.ints.end());
+    if (!e.known || first.rank() != 1 || e.real != c.real) c = {};
+    if (c.known) {
+      c.ints.insert(c.ints.end(), e.ints.begin(), e.ints.end());
+      c.reals.insert(c.reals.end(), e.reals.begin(), e.reals.end());
+    }
   }
   if (!s.dims[*axis].known()) s.dims[*axis] = cx.fresh(cx.out(n), *axis);
   cx.set(n, 0, std::move(s), std::move(c));

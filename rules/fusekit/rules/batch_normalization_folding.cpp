@@ -1,0 +1,10 @@
+#include "batch_normalization_folding.hpp"
+#include "all.hpp"
+
+namespace fusekit::rules {
+
+rewrite::any_rule batch_normalization_into_conv_rule() {
+  return rewrite::any_rule::of<batch_normalization_into_conv>();
+}
+
+}  // namespace fusekit::rules
