@@ -91,11 +91,13 @@ inline bool fits(std::int64_t k, dtype t) {
 // The tensor v holds, where the facts prove its every element and its shape, and its type can
 // hold what they prove.
 inline std::optional<onnx::TensorProto> folded(const graph& g, value_id v) {
+  // Most anchors hold no content: told before any dims are gathered.
   const facts& f = facts_of(g);
   const content_fact& c = f.content(v);
+  if (!c.known) return std::nullopt;
   const dtype t = g.type(v);
   const auto dims = static_dims(f, v);
-  if (!c.known || !dims) return std::nullopt;
+  if (!dims) return std::nullopt;
   std::int64_t count = 1;
   for (std::int64_t d : *dims) count *= d;
   if (std::size_t(count) != c.size()) return std::nullopt;
@@ -146,9 +148,11 @@ inline constexpr auto known = any().proven_value("held by the facts", held);
 inline bool views_a_constant(const graph& g, node_id n) {
   const value_id in = g.input(n, 0), out = g.output(n, 0);
   const onnx::TensorProto* from = g.constant_tensor(in);
-  const auto dims = static_dims(facts_of(g), out);
-  if (from == nullptr || !dims || is_external(*from) || g.type(out) != dtype(from->data_type()))
+  // Most views read no constant: told before any dims are gathered.
+  if (from == nullptr || is_external(*from) || g.type(out) != dtype(from->data_type()))
     return false;
+  const auto dims = static_dims(facts_of(g), out);
+  if (!dims) return false;
   const std::int64_t count = element_count(*from);
   std::int64_t written = 1;
   for (std::int64_t d : *dims) written *= d;
