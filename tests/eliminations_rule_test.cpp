@@ -20,6 +20,7 @@ using fusekit::rewrite::fuse;
 using fusekit::rules::constant_to_initializer;
 using fusekit::rules::identity_elimination;
 using fusekit::rules::noop_elimination;
+using fusekit::rules::not_elimination;
 
 // "Op(input, …) -> output" per node, in graph order.
 std::string nodes_of(const fusekit::model& m) {
@@ -171,6 +172,34 @@ TEST(NoopElimination, NearMissAnExpandThatGrows) {
   expect_unchanged<noop_elimination>(viewed_by("Expand", {{4, 2, 3}}, {4, 2, 3}));
 }
 
+// Where(Not(mask), x, fill) ── out, the Not read elsewhere too where `shared`.
+fusekit::model masked_fill(bool shared) {
+  model_builder b(17);
+  auto mask = b.input("mask", dtype::boolean, {2, 3});
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto kept = b.op("Not", {mask});
+  b.output(b.op("Where", {kept, x, b.scalar(dtype::float32, -100)}), dtype::float32, {2, 3});
+  if (shared)
+    b.output(b.op("Cast", {kept}, {{"to", std::int64_t(dtype::float32)}}), dtype::float32, {2, 3});
+  return b.build_model();
+}
+
+TEST(NotElimination, TheBranchesSwapForTheCondition) {
+  fusekit::model m = masked_fill(false);
+  fuse<not_elimination>(m);
+  ASSERT_EQ(m.proto.graph().node_size(), 1);
+  const auto& where = m.proto.graph().node(0);
+  EXPECT_EQ(where.op_type(), "Where");
+  EXPECT_EQ(where.input(0), "mask");
+  EXPECT_EQ(where.input(2), "x");
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(NotElimination, NearMissANotReadElsewhere) {
+  // Its other reader keeps the Not: swapping would save no node.
+  expect_unchanged<not_elimination>(masked_fill(true));
+}
+
 TEST(ConstantToInitializer, TheTensorKeepsTheOutputsName) {
   model_builder b;
   auto x = b.input("x", dtype::float32, {2, 3});
@@ -223,10 +252,11 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
   EXPECT_NE(table.find("constant-to-initializer: removed Constant 1;\n"), std::string::npos)
       << table;
   EXPECT_EQ(report.to_json()["cleaned"].dump(),
-            R"({"batch-normalization-into-conv":{},"constant-folding":{},)"
+            R"({"batch-normalization-into-conv":{},"constant-evaluation":{},"constant-folding":{},)"
             R"("constant-to-initializer":{"Constant":1},)"
-            R"("constant-view-folding":{},"identity-elimination":{"Identity":1},)"
-            R"("no-op-elimination":{}})");
+            R"("constant-view-folding":{},"dead-node-elimination":{},)"
+            R"("duplicate-elimination":{},"identity-elimination":{"Identity":1},)"
+            R"("no-op-elimination":{},"not-elimination":{},"transpose-folding":{}})");
   // Named without them, the library leaves the graph as it is.
   fusekit::model kept = b.build_model();
   const std::string before = kept.proto.SerializeAsString();

@@ -1170,4 +1170,35 @@ TEST(MalformedNodes, AnExplanationStopsAtAShapeWithoutItsInput) {
             "not folded: Shape 'dims' is not folded by fusekit ([1])");
 }
 
+TEST(Facts, FixedAreConstantsAndWhatDeterministicOpsComputeFromThem) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"N", 4});
+  auto w = b.initializer(dtype::float32, {4}, {1, 2, 3, 4});
+  auto from_w = b.op("Neg", {w});
+  auto from_x = b.op("Add", {x, w});
+  auto noise = b.op("RandomNormalLike", {w});
+  auto of_noise = b.op("Neg", {noise});
+  auto static_dim = b.op("Gather", {b.op("Shape", {x}), b.scalar(dtype::int64, 1)});
+  // CastLike reads x for its type alone.
+  auto w_like_x =
+      b.op("CastLike", {b.initializer(dtype::float16, {70}, std::vector<double>(70, 1)), x});
+  b.output(b.op("Sum", {from_w, from_x, of_noise}), dtype::float32, {"N", 4});
+  b.output(static_dim, dtype::int64, {});
+  b.output(w_like_x, dtype::float32, {70});
+  fusekit::model m = b.build_model();
+  const graph g(m);
+  const auto& f = facts_of(g);
+  auto fixed = [&](const value& v) { return f.fixed(*g.find_value(v.name)); };
+  EXPECT_TRUE(fixed(w));
+  EXPECT_TRUE(fixed(from_w));
+  EXPECT_FALSE(fixed(x));
+  EXPECT_FALSE(fixed(from_x));
+  // Random ops give another value on every run, and so does what reads them.
+  EXPECT_FALSE(fixed(noise));
+  EXPECT_FALSE(fixed(of_noise));
+  // Dim 1 of x is a number, whatever the batch: its elements are held, so it is fixed.
+  EXPECT_TRUE(fixed(static_dim));
+  EXPECT_TRUE(fixed(w_like_x));
+}
+
 }  // namespace

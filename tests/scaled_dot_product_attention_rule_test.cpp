@@ -4,6 +4,7 @@
 // reads. Decoder blocks are decoder_rule_test.cpp's; ONNX Runtime parity on the DiT variants lives
 // in tests/python/test_dit_parity.py.
 #include "fusekit/rules/all.hpp"
+#include "fusekit/rules/sweeps.hpp"
 #include "test_support.hpp"
 
 #include <gtest/gtest.h>
@@ -49,6 +50,9 @@ struct block {
   // No Cast after Softmax: v is cast to widen_to instead, the ·V product and the output in that
   // type (torch 2.15's TorchScript export of a float16 LLaMA).
   bool v_widened = false;
+  // The scale cast to the scores' type by CastLike, which reads the scores for their type alone
+  // (onnxscript's Phi-2 test model).
+  bool scale_cast_like = false;
 
   model build() const {
     model_builder b(opset);
@@ -66,6 +70,7 @@ struct block {
     value scale = scale_is_input   ? b.input("scale", st, {})
                   : per_head_scale ? b.initializer("scale", st, {1, 4, 1, 1}, {.5, .5, .5, .5})
                                    : b.initializer("scale", st, {}, {100.0});
+    if (scale_cast_like) scale = b.op("CastLike", {scale, s}, {}, {.name = "scale_like_scores"});
     auto scaled = b.op("Mul", {s, scale}, {}, {.name = "scaled"});
     auto p = softmax_axis_given
                  ? b.op("Softmax", {scaled}, {{"axis", softmax_axis}}, {.name = "softmax"})
@@ -80,13 +85,16 @@ struct block {
   }
 };
 
-// The bundled rules but those that clean the graph, which would turn a Constant into an
-// initializer where no block fuses.
+// The bundled rules but those that clean the graph (the sweeps too), which would turn a Constant
+// into an initializer where no block fuses.
 fusekit::rewrite::options fusions_only() {
   fusekit::rewrite::options run;
-  const auto cleaning = fusekit::rules::cleaning_rules();
+  const fusekit::rules::fusion_options defaults;
+  const auto cleaning = fusekit::rules::cleaning_rules(defaults);
   for (std::string_view name : fusekit::rules::names())
-    if (std::none_of(cleaning.begin(), cleaning.end(),
+    if (name != fusekit::rules::duplicate_elimination &&
+        name != fusekit::rules::dead_node_elimination &&
+        std::none_of(cleaning.begin(), cleaning.end(),
                      [&](const fusekit::rewrite::any_rule& r) { return r.name() == name; }))
       run.rules.emplace_back(name);
   return run;
@@ -128,22 +136,51 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
                                                     "quick-gelu",
                                                     "identity-elimination",
                                                     "no-op-elimination",
+                                                    "not-elimination",
                                                     "constant-to-initializer",
                                                     "constant-folding",
                                                     "constant-view-folding",
-                                                    "batch-normalization-into-conv"}));
+                                                    "constant-evaluation",
+                                                    "transpose-folding",
+                                                    "batch-normalization-into-conv",
+                                                    "duplicate-elimination",
+                                                    "dead-node-elimination"}));
   // Target onnx runs the rules whose ops ONNX has.
   model standard = block{}.build();
   attention_options onnx_target;
   onnx_target.fused_target = attention_options::target::onnx;
   EXPECT_EQ(fusekit::rules::fuse_all(standard, {}, onnx_target).rules,
-            (std::vector<std::string>{
-                "differential-attention-values", "scaled-dot-product-attention-head-merge",
-                "scaled-dot-product-attention", "layer-normalization", "rms-normalization", "gelu",
-                "gelu-tanh", "rotary-embedding", "rotary-embedding-interleaved",
-                "partial-rotary-embedding", "identity-elimination", "no-op-elimination",
-                "constant-to-initializer", "constant-folding", "constant-view-folding",
-                "batch-normalization-into-conv"}));
+            (std::vector<std::string>{"differential-attention-values",
+                                      "scaled-dot-product-attention-head-merge",
+                                      "scaled-dot-product-attention",
+                                      "layer-normalization",
+                                      "rms-normalization",
+                                      "gelu",
+                                      "gelu-tanh",
+                                      "rotary-embedding",
+                                      "rotary-embedding-interleaved",
+                                      "partial-rotary-embedding",
+                                      "identity-elimination",
+                                      "no-op-elimination",
+                                      "not-elimination",
+                                      "constant-to-initializer",
+                                      "constant-folding",
+                                      "constant-view-folding",
+                                      "constant-evaluation",
+                                      "transpose-folding",
+                                      "batch-normalization-into-conv",
+                                      "duplicate-elimination",
+                                      "dead-node-elimination"}));
+}
+
+// A reader of the scores' type alone is no reader of their elements: the CastLike folds to the
+// constant it is, and the block fuses in the next pass.
+TEST(SdpaRule, AScaleCastLikeTheScoresFusesOnceItFolds) {
+  model m = block{.scale_cast_like = true}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].rule, "scaled-dot-product-attention");
+  EXPECT_EQ(report.cleaned.at("constant-folding").at("CastLike"), 1);
 }
 
 // The rules' names before the rename select the renamed rules for one release; the report prints

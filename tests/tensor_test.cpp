@@ -516,3 +516,36 @@ TEST(Array, RefusesWhatNumpyWouldNotBroadcastAndMixedTypes) {
             }),
             "array *: float32 [3] and float16 [3] are of different types: convert one with as()");
 }
+
+TEST(Array, SelectsAndLaysOutAsOnnxsOpsDo) {
+  const fusekit::array w(dtype::float32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_EQ(w.transpose({1, 0}).values(), (std::vector<double>{1, 4, 2, 5, 3, 6}));
+  // Columns 2, 1, 0: a Slice from the end with step −1.
+  EXPECT_EQ(w.strided({0, 2}, {1, -1}, {2, 3}).values(), (std::vector<double>{3, 2, 1, 6, 5, 4}));
+  EXPECT_EQ(fusekit::array::concat({w, w.strided({0, 0}, {1, 1}, {2, 1})}, 1).values(),
+            (std::vector<double>{1, 2, 3, 1, 4, 5, 6, 4}));
+  // Gather along axis 1, index −1 the last.
+  const fusekit::array last = w.take(fusekit::array(dtype::int64, {2}, {-1, 0}), 1);
+  EXPECT_EQ(last.dims(), (std::vector<std::int64_t>{2, 2}));
+  EXPECT_EQ(last.values(), (std::vector<double>{3, 1, 6, 4}));
+  // Row 1 replaced, as ScatterND with indices [[1]].
+  EXPECT_EQ(w.scatter_nd(fusekit::array(dtype::int64, {1, 1}, {1}),
+                         fusekit::array(dtype::float32, {1, 3}, {0, 0, 0}))
+                .values(),
+            (std::vector<double>{1, 2, 3, 0, 0, 0}));
+  const fusekit::array odd = fusekit::array::zip(
+      w, fusekit::array::scalar(dtype::float32, 3), dtype::boolean,
+      [](double a, double b) { return double(a > b); }, "Greater");
+  EXPECT_EQ(odd.type(), dtype::boolean);
+  EXPECT_EQ(fusekit::array::where(odd, w, fusekit::array::scalar(dtype::float32, -1)).values(),
+            (std::vector<double>{-1, -1, -1, 4, 5, 6}));
+  EXPECT_EQ(fusekit::array::scalar(dtype::float32, 7).broadcast_to({2, 2}).values(),
+            (std::vector<double>{7, 7, 7, 7}));
+  using fusekit::testing::error_of;
+  EXPECT_EQ(error_of([&] { return w.take(fusekit::array(dtype::int64, {1}, {3}), 1); }),
+            "array take: index 3 out of an axis of 3");
+  EXPECT_EQ(error_of([&] {
+              return w.broadcast_to({3, 3});
+            }),
+            "array float32 [2, 3] does not broadcast to [3, 3]");
+}

@@ -68,9 +68,9 @@ struct command_help {
 };
 
 inline constexpr command_help command_pages[] = {
-    {"fuse", R"(usage: fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--target ort|onnx]
-                    [--provider cpu|cuda] [--num-heads N] [--report R.json] [--explain]
-                    [--dry-run] [--quiet]
+    {"fuse", R"(usage: fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--skip LIST]
+                    [--target ort|onnx] [--provider cpu|cuda] [--num-heads N]
+                    [--fold-limit BYTES] [--report R.json] [--explain] [--dry-run] [--quiet]
 
 Rewrites every block a rule matches and reports, per rule, what fused (scale, heads, casts
 removed) and each near miss with the reason it did not fuse. OUT.onnx is replaced only once
@@ -78,6 +78,8 @@ everything succeeded; external data stays valid.
 
   -o, --output OUT.onnx  where the fused model goes
   --rules LIST|all       comma-separated rule names (inspect lists them), default all
+  --skip LIST            comma-separated rule names to leave out of those (the clean-ups, say:
+                         constant-folding,constant-evaluation)
   --target ort|onnx      ort: ONNX Runtime's ops, com.microsoft.MultiHeadAttention,
                          SkipLayerNormalization … (default); onnx: standard ops only, ai.onnx
                          Attention (opset 23), LayerNormalization (17), Gelu (20),
@@ -89,6 +91,8 @@ everything succeeded; external data stays valid.
                          SkipLayerNormalization, and norms, GELUs and rotations fuse in float16
                          and bfloat16; GroupQueryAttention there takes no float32)
   --num-heads N          the head count, where the model does not say it
+  --fold-limit BYTES     the largest tensor constant-evaluation writes (default: any, as
+                         onnxslim and onnxsim)
   --report R.json        the report as JSON too
   --explain              report every anchor each rule tried, not only near misses
   --dry-run              report only, write nothing
@@ -208,8 +212,25 @@ inline std::vector<std::string> split(const std::string& list) {
   return out;
 }
 
+// Rule names as the command line gives them, each checked against the library's; a rule's former
+// name selects it for one release after the rename.
+inline std::vector<std::string> known_rules(std::vector<std::string> names) {
+  const std::vector<std::string_view> known = fusekit::rules::names();
+  for (std::string& name : names) {
+    if (const std::string_view now = fusekit::rules::current_name(name); now != name) {
+      std::cerr << "fusekit: rule '" << name << "' is now '" << now
+                << "'; the old name goes in the next release\n";
+      name = std::string(now);
+    }
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw usage_error("unknown rule '" + name + "'");
+  }
+  return names;
+}
+
 inline arguments parse(int argc, char** argv) {
   arguments a;
+  std::vector<std::string> skipped;
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) throw usage_error("no command");
   a.command = args[0];
@@ -229,18 +250,12 @@ inline arguments parse(int argc, char** argv) {
       a.dot = value();
     } else if (flag == "--rules") {
       const std::string& list = value();
-      if (list != "all") a.options.rules = split(list);
-      const std::vector<std::string_view> known = fusekit::rules::names();
-      for (std::string& name : a.options.rules) {
-        // A rule's former name selects it for one release after the rename.
-        if (const std::string_view now = fusekit::rules::current_name(name); now != name) {
-          std::cerr << "fusekit: rule '" << name << "' is now '" << now
-                    << "'; the old name goes in the next release\n";
-          name = std::string(now);
-        }
-        if (std::find(known.begin(), known.end(), name) == known.end())
-          throw usage_error("unknown rule '" + name + "'");
-      }
+      if (list != "all") a.options.rules = known_rules(split(list));
+    } else if (flag == "--skip") {
+      skipped = known_rules(split(value()));
+    } else if (flag == "--fold-limit") {
+      a.attention.fold_limit_bytes =
+          std::int64_t(unsigned_flag(flag, value(), std::numeric_limits<std::int64_t>::max()));
     } else if (flag == "--target") {
       const std::string& target = value();
       if (target != "ort" && target != "onnx") throw usage_error("--target is ort or onnx");
@@ -288,6 +303,14 @@ inline arguments parse(int argc, char** argv) {
     } else {
       throw usage_error("unexpected argument '" + flag + "'");
     }
+  }
+  if (!skipped.empty()) {
+    if (a.options.rules.empty())
+      for (std::string_view name : fusekit::rules::names()) a.options.rules.emplace_back(name);
+    std::erase_if(a.options.rules, [&](const std::string& name) {
+      return std::find(skipped.begin(), skipped.end(), name) != skipped.end();
+    });
+    if (a.options.rules.empty()) throw usage_error("--skip leaves no rule to run");
   }
   if (a.json && !a.shapes) throw usage_error("--json needs --shapes");
   if (a.command != "selfcheck" &&

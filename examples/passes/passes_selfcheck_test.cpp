@@ -6,9 +6,9 @@
 
 #include <filesystem>
 
-#include "fold_transposes.hpp"
 #include "fusekit/rewrite/selfcheck.hpp"
 #include "fusekit/rules/batch_normalization_folding.hpp"
+#include "fusekit/rules/transpose_folding.hpp"
 #include "matmul_add_to_gemm.hpp"
 #include "quick_gelu.hpp"
 
@@ -27,11 +27,12 @@ TEST(PassesSelfcheck, QuickGelu) {
             "quick-gelu: ok; 8 of 8 instances fused, 10 of 10 alternatives covered; parity with "
             "ONNX Runtime 8 of 8; 4 mutants: 4 refused and named\n");
 }
-TEST(PassesSelfcheck, FoldTransposes) {
+TEST(PassesSelfcheck, TransposeFolding) {
   // No predicate to break: the perms are read by the guard and emit, not asked by the pattern.
-  EXPECT_EQ(selfcheck<passes::fold_transposes>("fold_transposes"),
-            "fold-transposes: ok; 6 of 6 instances fused, 4 of 4 alternatives covered; parity with "
-            "ONNX Runtime 6 of 6; 0 mutants: 0 refused and named\n");
+  EXPECT_EQ(
+      selfcheck<fusekit::rules::transpose_folding>("transpose_folding"),
+      "transpose-folding: ok; 6 of 6 instances fused, 4 of 4 alternatives covered; parity with "
+      "ONNX Runtime 6 of 6; 0 mutants: 0 refused and named\n");
 }
 TEST(PassesSelfcheck, MatMulAddToGemm) {
   // a [M, K] beside b [K, N]: the declared ranks' dims are searched until the product runs.

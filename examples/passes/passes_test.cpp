@@ -4,10 +4,10 @@
 
 #include <string>
 
-#include "fold_transposes.hpp"
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/batch_normalization_folding.hpp"
+#include "fusekit/rules/transpose_folding.hpp"
 #include "matmul_add_to_gemm.hpp"
 #include "quick_gelu.hpp"
 
@@ -92,46 +92,47 @@ fusekit::model transposes_with(const transposes& t) {
   return b.build_model();
 }
 
-TEST(FoldTransposes, TwoThatUndoEachOtherLeaveNothing) {
+TEST(TransposeFolding, TwoThatUndoEachOtherLeaveNothing) {
   fusekit::model m = transposes_with({});
-  fuse<passes::fold_transposes>(m);
+  fuse<fusekit::rules::transpose_folding>(m);
   // No Identity: Relu reads x itself.
   EXPECT_EQ(nodes_of(m), "Relu(x) ");
   fusekit::rewrite::check_invariants(m);
 }
 
-TEST(FoldTransposes, TwoBecomeOneWithTheComposedPerm) {
+TEST(TransposeFolding, TwoBecomeOneWithTheComposedPerm) {
   fusekit::model m = transposes_with({.first = {0, 2, 1, 3}, .second = {3, 1, 0, 2}});
-  fuse<passes::fold_transposes>(m);
+  fuse<fusekit::rules::transpose_folding>(m);
   EXPECT_EQ(nodes_of(m), "Transpose(x) Relu(Transpose_1) ");
   const auto& perm = m.proto.graph().node(0).attribute(0);
   EXPECT_EQ(i64s(perm.ints().begin(), perm.ints().end()), (i64s{3, 2, 0, 1}));
   fusekit::rewrite::check_invariants(m);
 }
 
-TEST(FoldTransposes, ADefaultPermIsTheAxesReversed) {
+TEST(TransposeFolding, ADefaultPermIsTheAxesReversed) {
   fusekit::model m = transposes_with({.first = {}, .second = {3, 2, 1, 0}});
-  fuse<passes::fold_transposes>(m);
+  fuse<fusekit::rules::transpose_folding>(m);
   EXPECT_EQ(nodes_of(m), "Relu(x) ");
 }
 
-TEST(FoldTransposes, AFirstReadElsewhereStaysForItsReader) {
+TEST(TransposeFolding, AFirstReadElsewhereStaysForItsReader) {
   fusekit::model m = transposes_with({.first_read_elsewhere = true});
-  fuse<passes::fold_transposes>(m);
+  fuse<fusekit::rules::transpose_folding>(m);
   EXPECT_EQ(nodes_of(m), "Transpose(x) Relu(x) Neg(Transpose_0) ");
 }
 
-TEST(FoldTransposes, AGraphOutputKeepsItsName) {
+TEST(TransposeFolding, AGraphOutputKeepsItsName) {
   // The model's output is named for the second Transpose: an Identity is what keeps that name.
   fusekit::model m = transposes_with({.output = true});
-  fuse<passes::fold_transposes>(m);
+  fuse<fusekit::rules::transpose_folding>(m);
   EXPECT_EQ(nodes_of(m), "Identity(x) ");
   EXPECT_EQ(m.proto.graph().node(0).output(0), m.proto.graph().output(0).name());
 }
 
-TEST(FoldTransposes, NearMissDefaultPermOfUnknownRank) {
+TEST(TransposeFolding, NearMissDefaultPermOfUnknownRank) {
   // With no perm, the first reverses axes nobody can count.
-  EXPECT_EQ(refusal<passes::fold_transposes>(transposes_with({.first = {}, .known_rank = false})),
+  EXPECT_EQ(refusal<fusekit::rules::transpose_folding>(
+                transposes_with({.first = {}, .known_rank = false})),
             "Transpose 'Transpose_1': Transpose 'Transpose_0' has no perm and its input no proven "
             "rank\n");
 }

@@ -2,10 +2,10 @@
 // report's table; ONNX Runtime then judges OUT against IN (tests/python/test_passes.py).
 #include <iostream>
 
-#include "fold_transposes.hpp"
 #include "fusekit/io/model.hpp"
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/batch_normalization_folding.hpp"
+#include "fusekit/rules/transpose_folding.hpp"
 #include "matmul_add_to_gemm.hpp"
 #include "quick_gelu.hpp"
 
@@ -17,8 +17,8 @@ int main(int argc, char** argv) {
   try {
     fusekit::model m = fusekit::load_model(argv[1]);
     const auto report = fusekit::rewrite::fuse<fusekit::rules::batch_normalization_into_conv,
-                                               passes::fold_transposes, passes::matmul_add_to_gemm,
-                                               passes::quick_gelu>(m);
+                                               fusekit::rules::transpose_folding,
+                                               passes::matmul_add_to_gemm, passes::quick_gelu>(m);
     fusekit::rewrite::check_invariants(m);
     fusekit::save_model(m, argv[2]);
     std::cout << report.to_table();

@@ -33,7 +33,7 @@ page() {  # page COMMAND "FIRST LINE" "AN OPTION'S LINE"
   check "$1 --help: the exit codes" grep -q "^exit codes: 0 done" out.txt
   check "$1 --help: nothing on stderr" test ! -s err.txt
 }
-page fuse "usage: fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--target ort|onnx]" \
+page fuse "usage: fusekit fuse IN.onnx -o OUT.onnx [--rules LIST|all] [--skip LIST]" \
   "  --dry-run              report only, write nothing"
 page inspect \
   "usage: fusekit inspect IN.onnx [--rules LIST|all] [--target ort|onnx]" \
@@ -65,6 +65,10 @@ check "--version with an argument exits 2" test "$(exit_code "$fusekit" --versio
 check "--version with an argument: the line" \
   test "$(head -n 1 err.txt)" = "fusekit: --version takes no arguments"
 check "unknown rule exits 2" test "$(exit_code "$fusekit" fuse "$sample" -o x.onnx --rules nope)" = 2
+check "--skip exits 0" \
+  test "$(exit_code "$fusekit" fuse "$sample" --dry-run --skip constant-folding,dead-node-elimination)" = 0
+check "--skip: the rules left out are not run" bash -c '! grep -q "^constant-folding:\|^dead-node-elimination:" out.txt'
+check "--skip: the others are" grep -q "^constant-evaluation: " out.txt
 
 check "missing model exits 1" test "$(exit_code "$fusekit" fuse missing.onnx -o out.onnx)" = 1
 check "missing model: one line naming the file" \
@@ -412,6 +416,12 @@ refused "a provider for selfcheck's target onnx" 2 \
   selfcheck --target onnx --provider cuda
 refused "unknown rule" 2 "fusekit: unknown rule 'nope'" \
   fuse good.onnx -o bad_out.onnx --report bad_report.json --rules nope
+refused "an unknown rule to skip" 2 "fusekit: unknown rule 'nope'" \
+  fuse good.onnx -o bad_out.onnx --report bad_report.json --skip nope
+refused "a skip of every rule run" 2 "fusekit: --skip leaves no rule to run" \
+  fuse good.onnx -o bad_out.onnx --report bad_report.json --rules gelu --skip gelu
+refused "--fold-limit 'x'" 2 "fusekit: --fold-limit needs an integer from 0 to 9223372036854775807, not 'x'" \
+  fuse good.onnx -o bad_out.onnx --report bad_report.json --fold-limit x
 refused "unknown command" 2 "fusekit: unknown command 'frob'" frob
 refused "no command" 2 "fusekit: no command"
 refused "demo with a model" 2 "fusekit: demo takes no model, it has its own" demo extra

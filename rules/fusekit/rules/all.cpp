@@ -11,6 +11,7 @@
 
 #include "attention_probabilities.hpp"
 #include "fusekit/graph/graph.hpp"
+#include "sweeps.hpp"
 
 namespace fusekit::rules {
 
@@ -33,20 +34,28 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
     out.push_back(bias_gelu_rule(attention));
     out.push_back(quick_gelu_rule(attention));
   }
-  for (rewrite::any_rule& clean : cleaning_rules()) out.push_back(std::move(clean));
+  for (rewrite::any_rule& clean : cleaning_rules(attention)) out.push_back(std::move(clean));
   return out;
 }
 
-std::vector<rewrite::any_rule> cleaning_rules() {
-  return {identity_elimination_rule(),    noop_elimination_rule(),
-          constant_to_initializer_rule(), constant_folding_rule(),
-          constant_view_folding_rule(),   batch_normalization_into_conv_rule()};
+std::vector<rewrite::any_rule> cleaning_rules(const fusion_options& options) {
+  return {identity_elimination_rule(),
+          noop_elimination_rule(),
+          not_elimination_rule(),
+          constant_to_initializer_rule(),
+          constant_folding_rule(),
+          constant_view_folding_rule(),
+          constant_evaluation_rule(options),
+          transpose_folding_rule(),
+          batch_normalization_into_conv_rule()};
 }
 
 std::vector<std::string_view> names() {
   const attention_options defaults;  // target ort: every rule
   std::vector<std::string_view> out;
   for (const rewrite::any_rule& r : bundled(defaults)) out.push_back(r.name());
+  out.push_back(duplicate_elimination);
+  out.push_back(dead_node_elimination);
   return out;
 }
 
@@ -132,8 +141,9 @@ rewrite::report fuse_all(model& m, const rewrite::options& run,
   rewrite::options current = run;
   for (std::string& name : current.rules) name = std::string(current_name(name));
   rewrite::report out = rewrite::fuse(m, bundled(attention), current, &find_fused_attention);
-  for (const rewrite::any_rule& clean : cleaning_rules())
+  for (const rewrite::any_rule& clean : cleaning_rules(attention))
     if (current.runs(clean.name())) out.count_instead_of_listing(std::string(clean.name()));
+  sweep(m, current, out);
   explain_every_softmax(m, out);
   return out;
 }

@@ -50,21 +50,31 @@ rewrite::any_rule quick_gelu_rule(const fusion_options&& options) = delete;
 rewrite::any_rule identity_elimination_rule();
 rewrite::any_rule noop_elimination_rule();
 rewrite::any_rule constant_to_initializer_rule();
+// Where(Not(c), a, b) as Where(c, b, a).
+rewrite::any_rule not_elimination_rule();
 // Nodes whose every element the facts prove, and views of constants, made initializers.
 rewrite::any_rule constant_folding_rule();
 rewrite::any_rule constant_view_folding_rule();
+// Values computed from constants alone, larger than the facts hold, made initializers where a
+// node on the inputs reads them (options.fold_limit_bytes bounds each).
+rewrite::any_rule constant_evaluation_rule(const fusion_options& options);
+rewrite::any_rule constant_evaluation_rule(const fusion_options&& options) = delete;
+// Two Transposes in a row as one, or none.
+rewrite::any_rule transpose_folding_rule();
 // A BatchNormalization at inference folded into the Conv before it.
 rewrite::any_rule batch_normalization_into_conv_rule();
 // The rules above that clean the graph rather than fuse: bundled() runs them with the fusions (a
 // fusion then sees the graph cleaned, and the Constants a fusion writes become initializers), and
 // fuse_all's report counts their edits (report::cleaned) rather than listing them.
-std::vector<rewrite::any_rule> cleaning_rules();
+std::vector<rewrite::any_rule> cleaning_rules(const fusion_options& options);
+std::vector<rewrite::any_rule> cleaning_rules(const fusion_options&& options) = delete;
 
 // The library, in the order the report lists it: the one list that fuse_all runs and whose names
 // the command line accepts. Target onnx runs the rules whose ops ONNX has.
 std::vector<rewrite::any_rule> bundled(const attention_options& attention);
 std::vector<rewrite::any_rule> bundled(const attention_options&& attention) = delete;
 
+// Every name fuse_all accepts: the rules of bundled(), then the sweeps (sweeps.hpp).
 std::vector<std::string_view> names();
 
 // A rule's name for the name it had before (dit-attention, dit-attention-merged: the rules were
@@ -83,8 +93,8 @@ void find_fused_attention(const graph& g, rewrite::report& out);
 // Softmax of the model as fused or explained, never passed over in silence.
 void explain_every_softmax(const model& fused, rewrite::report& out);
 
-// The library over a model; the report also lists the attention ops the model held already, and
-// every Softmax left is explained.
+// The library over a model, then the sweeps it names (duplicate and dead nodes, sweeps.hpp); the
+// report also lists the attention ops the model held already, and every Softmax left is explained.
 rewrite::report fuse_all(model& m, const rewrite::options& run = {},
                          const attention_options& attention = {});
 

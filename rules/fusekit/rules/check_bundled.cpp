@@ -9,6 +9,7 @@
 
 #include "batch_normalization_folding.hpp"
 #include "check_bundled_rule.hpp"
+#include "constant_evaluation.hpp"
 #include "constant_folding.hpp"
 #include "differential_attention.hpp"
 #include "eliminations.hpp"
@@ -18,6 +19,7 @@
 #include "rotary_embedding.hpp"
 #include "scaled_dot_product_attention.hpp"
 #include "skip_normalization.hpp"
+#include "transpose_folding.hpp"
 
 namespace fusekit::rules {
 
@@ -40,9 +42,12 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(skip_layer_normalization);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(skip_rms_normalization);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(identity_elimination);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(noop_elimination);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(not_elimination);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_to_initializer);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_view_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_evaluation);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(transpose_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
 #undef FUSEKIT_CHECKED_IN_ITS_FAMILY
 
@@ -99,9 +104,12 @@ std::span<const checked> library() {
       rule<quick_gelu>(false, true),
       rule<identity_elimination>(true, false),
       rule<noop_elimination>(true, false),
+      rule<not_elimination>(true, false),
       rule<constant_to_initializer>(true, false),
       rule<constant_folding>(true, false),
       rule<constant_view_folding>(true, false),
+      rule<constant_evaluation>(true, false),
+      rule<transpose_folding>(true, false),
       rule<batch_normalization_into_conv>(true, false),
   };
   return rules;
@@ -125,6 +133,12 @@ void require_bundled_checks() {
 std::vector<selfcheck::result> check_bundled(const selfcheck::options& o,
                                              std::span<const std::string> only,
                                              std::span<const target> targets, provider on) {
+  for (const std::string& name : only)
+    if (std::none_of(library().begin(), library().end(),
+                     [&](const checked& c) { return c.name == name; }))
+      throw error(name +
+                  " has no pattern to check: it is a sweep, whose specifications are its "
+                  "tests (rules/README.md)");
   require_bundled_checks();
   std::vector<selfcheck::result> out;
   for (const checked& c : library()) {

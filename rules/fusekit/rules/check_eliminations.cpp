@@ -7,6 +7,7 @@ template selfcheck::result check_rule<identity_elimination>(const selfcheck::opt
                                                             provider);
 template selfcheck::result check_rule<noop_elimination>(const selfcheck::options&, target,
                                                         provider);
+template selfcheck::result check_rule<not_elimination>(const selfcheck::options&, target, provider);
 template selfcheck::result check_rule<constant_to_initializer>(const selfcheck::options&, target,
                                                                provider);
 

@@ -9,6 +9,8 @@ rewrite::any_rule identity_elimination_rule() {
 
 rewrite::any_rule noop_elimination_rule() { return rewrite::any_rule::of<noop_elimination>(); }
 
+rewrite::any_rule not_elimination_rule() { return rewrite::any_rule::of<not_elimination>(); }
+
 rewrite::any_rule constant_to_initializer_rule() {
   return rewrite::any_rule::of<constant_to_initializer>();
 }

@@ -8,6 +8,8 @@
 //
 //   Constant(value) ── y ── readers   ==>   initializer y ── readers
 //
+//   Where(Not(c), a, b)   ==>   Where(c, b, a)
+//
 // The readers of y read x itself, with no node in between. Where y is a graph output, or a
 // subgraph reads it by name, the name must live on and the node stays (forwardable()); so does a
 // Dropout whose mask is read. The Constant's tensor becomes an initializer of y's name, read
@@ -18,6 +20,9 @@
 // by ones, a Squeeze of no axis of size 1), a Slice of everything with no step below 1, a Pad
 // of zeros, a Concat of one input. What exporters write for a shape known only at run time
 // that, in this model, is static: Swin pads every window to a multiple it already is.
+//
+// The last (not-elimination) swaps a Where's branches for the Not of its condition, what
+// TorchScript writes for `masked_fill(~mask, …)`. The Not goes where nothing else reads it.
 //
 // None of the rules has near misses: a node either computes nothing or is no elimination.
 #pragma once
@@ -140,6 +145,18 @@ struct constant_to_initializer {
   static bool resembles(const graph&, node_id) { return false; }
   static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
     e.replace_root(e.constant(*g.constant_tensor(g.output(m.root(), 0))));
+  }
+};
+
+struct not_elimination {
+  static constexpr std::string_view name = "not-elimination";
+  static constexpr int priority = -1;
+  static constexpr auto pattern = op<"Where">(op<"Not">(capture<"c">), capture<"a">, capture<"b">);
+
+  static bool resembles(const graph&, node_id) { return false; }
+  static void emit(const graph&, const auto& m, rewrite::emitter& e) {
+    e.replace_root(
+        e.copy(m.root(), {e.value(get<"c">(m)), e.value(get<"b">(m)), e.value(get<"a">(m))}));
   }
 };
 

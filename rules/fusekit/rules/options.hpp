@@ -25,6 +25,8 @@ struct attention_options {
   target fused_target = target::ort;
   provider runs_on = provider::cpu;
   std::int64_t num_heads = 0;  // 0: infer from the model
+  // The largest tensor constant-evaluation writes, in bytes; 0: any (constant_evaluation.hpp).
+  std::int64_t fold_limit_bytes = 0;
 };
 
 // The options of every rule of the library: the norm and activation rules read the target alone.

@@ -76,22 +76,41 @@ FUSEKIT_ENGINE_INLINE facts::facts(const graph& g) : g_(g) {
   }
   shapes_.resize(g.value_count());
   content_at_.assign(g.value_count(), none);
+  fixed_.assign(g.value_count(), false);
   for (value_id v = 0; v < g.value_count(); ++v)
     if (g.producer(v) == no_id) {
       seed(v);
       hold_elements(v);
+      fixed_[v] = g.is_constant(v) || content(v).known ||
+                  (g.is_outer_scope(v) && parent_ != nullptr &&
+                   facts_of(*g.definition(v).first).fixed(g.definition(v).second));
     }
   for (node_id n : g.topological_order()) {
     infer(n);
+    const bool from_fixed = computes_from_fixed(n);
     for (value_id out : g.outputs(n))
       if (out != no_id) {
         reconcile(out);
         keep_fitting_content(out);
         hold_elements(out);
+        fixed_[out] = from_fixed || content(out).known;
       }
   }
 }
 #endif
+
+// An ai.onnx op of no subgraph, no randomness, reading fixed values only (a Constant reads none).
+// CastLike reads its second input for its element type alone, which never changes.
+inline bool facts::computes_from_fixed(node_id n) const {
+  const std::string_view op = g_.op_type(n);
+  if (!g_.domain(n).empty() || !g_.subgraphs(n).empty() || op.starts_with("Random") ||
+      op == "Multinomial" || op == "Bernoulli")
+    return false;
+  const auto ins = g_.inputs(n);
+  const std::size_t read = op == "CastLike" ? std::min<std::size_t>(ins.size(), 1) : ins.size();
+  return std::all_of(ins.begin(), ins.begin() + std::ptrdiff_t(read),
+                     [&](value_id v) { return v == no_id || fixed(v); });
+}
 
 inline void facts::infer(node_id n) {
   using facts_detail::schema_check;

@@ -91,6 +91,12 @@ class facts {
   // their outputs stay unknown, and the graph is no model a runtime loads and runs.
   std::span<const node_id> cannot_run() const { return cannot_run_; }
 
+  // Whether v is the same on every run, whatever the model's inputs: a constant, a value whose
+  // elements the facts hold, or what a deterministic ai.onnx op computes from such values alone.
+  // Where it is larger than the facts hold, an evaluator can still compute it (a shifted
+  // window's attention mask, built from constants by ScatterND, Slice, Equal and Where).
+  bool fixed(value_id v) const { return v < fixed_.size() && fixed_[v]; }
+
   // Whether s is a number or an expression of dims the model names (no dim nothing names).
   bool is_named(const sym& s) const { return atoms_->is_named(s); }
 
@@ -116,6 +122,7 @@ class facts {
   std::vector<content_fact> contents_;
   std::vector<std::string> contradictions_;
   std::vector<node_id> cannot_run_;
+  std::vector<bool> fixed_;
   facts_detail::schema_check schemas_;
   // The own rule of each op id the graph uses, looked up on its first node.
   std::vector<std::optional<facts_detail::rule_choice>> rules_;
@@ -127,6 +134,8 @@ class facts {
     for (std::size_t i = 0; i < rank; ++i) s.dims.push_back(fresh(v, i));
     return s;
   }
+
+  bool computes_from_fixed(node_id n) const;
 
   // ---- values with no producer: graph inputs, initializers, outer-scope values
   void seed(value_id v) {

@@ -1,0 +1,56 @@
+// Sweeps: the two clean-ups that are properties of the whole graph, not of a pattern at a node,
+// and that run once over it after the rules' fixed point (fuse_all), each by its name.
+//
+//   duplicate-elimination: a node that computes what an earlier one computes (the same op and
+//   domain, the same inputs, the same attributes) is read no more; its readers read the earlier
+//   node's outputs.
+//
+//     x ── Shape ── Gather(1) ── a ── Reshape        x ── Shape ── Gather(1) ── a ── Reshape
+//     x ── Shape ── Gather(1) ── b ── Expand   ==>                              └── Expand
+//
+//   dead-node-elimination: a node none of whose outputs is read, by a node, a subgraph or as a
+//   graph output, goes, and so does what only it read; an initializer nothing reads that is no
+//   graph input goes too. What an exporter leaves, and what a fusion that forwarded a value left
+//   behind it.
+//
+// Sweeps, not rules: the nodes that compute one value may be a chain of any length (a TorchScript
+// export computes the same shape arithmetic once per reader), and a walk in topological order
+// merges it whole, where a rule would merge one level per pass; whether a node is read at all is
+// known only once every reader of the graph is.
+//
+// A node is merged only where the op gives the same outputs for the same inputs: ai.onnx and
+// com.microsoft ops other than the random ones, holding no subgraph. Names must live on where a
+// graph output or a subgraph reads them: such a node is never the one merged away. Node order is
+// the model's, which ONNX requires to be topological.
+#pragma once
+
+#include <onnx/onnx_pb.h>
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "fusekit/io/model.hpp"
+#include "fusekit/rewrite/report.hpp"
+#include "fusekit/rewrite/rule.hpp"
+
+namespace fusekit::rules {
+
+inline constexpr std::string_view duplicate_elimination = "duplicate-elimination";
+inline constexpr std::string_view dead_node_elimination = "dead-node-elimination";
+
+// Per op type, the nodes a sweep removed (report::cleaned's form).
+using removed_ops = std::map<std::string, int>;
+
+// Merges the duplicate nodes of g and of its subgraphs.
+void merge_duplicates(onnx::GraphProto& g, removed_ops& removed);
+
+// Removes the nodes of g and of its subgraphs that nothing reads, and the initializers nothing
+// reads that are no graph input; returns how many initializers went.
+int remove_dead(onnx::GraphProto& g, removed_ops& removed);
+
+// The sweeps `run` names (every one when it names none) over m's graph, each added to the
+// report's rules with what it removed.
+void sweep(model& m, const rewrite::options& run, rewrite::report& out);
+
+}  // namespace fusekit::rules
