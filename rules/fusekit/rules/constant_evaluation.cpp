@@ -157,10 +157,13 @@ std::optional<array> computed(const graph& g, node_id n, const std::vector<const
       {"And", [](double a, double b) { return a != 0 && b != 0; }},
       {"Or", [](double a, double b) { return a != 0 || b != 0; }},
       {"Xor", [](double a, double b) { return (a != 0) != (b != 0); }}};
-  for (const auto& [name, f] : booleans)
-    if (op == name)
+  for (const auto& each : booleans)
+    if (op == each.first) {
+      const cmp f = each.second;
       return array::zip(
-          *x, *y, dtype::boolean, [f](double a, double b) { return double(f(a, b)); }, name.data());
+          *x, *y, dtype::boolean, [f](double a, double b) { return double(f(a, b)); },
+          each.first.data());
+    }
   return std::nullopt;
 }
 

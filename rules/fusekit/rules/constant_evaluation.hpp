@@ -76,8 +76,11 @@ struct constant_evaluation {
   // Each input is a capture that the sources below write as a constant, the data of the
   // instance's type and larger than the facts hold, so that only the evaluator can fold it. A
   // view reads a computed value: of a constant itself, it is constant-view-folding's.
-  static constexpr auto a = capture<"a">, b = capture<"b">, c = capture<"c">, d = capture<"d">,
-                        computed = capture<"computed">;
+  static constexpr auto a = capture<"a">;
+  static constexpr auto b = capture<"b">;
+  static constexpr auto c = capture<"c">;
+  static constexpr auto d = capture<"d">;
+  static constexpr auto computed = capture<"computed">;
   static constexpr auto pattern = any_of(
       root(op<"ScatterND">(a, capture<"rows">, capture<"updates">)), root(op<"Where">(c, a, b)),
       root(op<"Equal">(a, b)), root(op<"Less">(a, b)), root(op<"Greater">(a, b)),
