@@ -137,6 +137,13 @@ TEST(TransposeFolding, NearMissDefaultPermOfUnknownRank) {
             "rank\n");
 }
 
+TEST(TransposeFolding, NearMissPermsOfOtherLengths) {
+  // A second perm of three axes on a four-axis input: no model that runs, and nothing to compose.
+  EXPECT_EQ(refusal<fusekit::rules::transpose_folding>(transposes_with({.second = {1, 0, 2}})),
+            "Transpose 'Transpose_1': Transpose 'Transpose_1' permutes 3 axes of the 4 its input "
+            "has\n");
+}
+
 // ---- MatMul + bias → Gemm
 
 struct linear {
