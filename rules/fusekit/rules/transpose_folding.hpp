@@ -27,9 +27,11 @@ struct transpose_folding {
   static bool resembles(const graph&, node_id) { return false; }
   static rewrite::verdict guard(const graph& g, const auto& m) {
     const auto first = transpose_perm(g, get<"first">(m)), second = transpose_perm(g, m.root());
-    for (const node_id n : {get<"first">(m), m.root()})
-      if (!transpose_perm(g, n))
-        return rewrite::verdict::no(g.describe(n) + " has no perm and its input no proven rank");
+    const auto unread = [&](node_id n) {
+      return rewrite::verdict::no(g.describe(n) + " has no perm and its input no proven rank");
+    };
+    if (!first) return unread(get<"first">(m));
+    if (!second) return unread(m.root());
     if (first->size() != second->size())
       return rewrite::verdict::no(g.describe(m.root()) + " permutes " +
                                   std::to_string(second->size()) + " axes of the " +
