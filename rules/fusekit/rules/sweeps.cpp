@@ -2,10 +2,14 @@
 
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
+
+#include "fusekit/graph/facts.hpp"
+#include "fusekit/graph/graph.hpp"
 
 namespace fusekit::rules {
 
@@ -93,7 +97,134 @@ std::string key_of(const onnx::NodeProto& n) {
   return key;
 }
 
+// What two initializers must share to hold the same tensor: type, dims and bytes, the bytes as
+// the tensor's raw data or, for the typed fields, its values serialised without its name. Tensors
+// whose data lies in another file are compared by nothing: their bytes are not read here.
+struct tensor_bytes {
+  std::string header;  // type and dims
+  const std::string* raw = nullptr;
+  std::string serialised;
+  std::string_view bytes() const { return raw ? std::string_view(*raw) : serialised; }
+};
+std::optional<tensor_bytes> bytes_of(const onnx::TensorProto& t) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL) return std::nullopt;
+  tensor_bytes out;
+  out.header = std::to_string(t.data_type()) + ':';
+  for (std::int64_t d : t.dims()) out.header += std::to_string(d) + ',';
+  if (t.has_raw_data()) {
+    out.raw = &t.raw_data();
+  } else {
+    onnx::TensorProto values = t;
+    values.clear_name();
+    values.clear_doc_string();
+    out.serialised = values.SerializeAsString();
+  }
+  return out;
+}
+
+// Every initializer that holds what an earlier one holds, to the earlier one's name. One that is
+// also a graph input is a default the caller may replace: it is neither merged nor merged into.
+// The bytes are hashed where they lie and compared only where the hashes agree: a model's
+// weights are read once, never copied.
+std::unordered_map<std::string, std::string> equal_initializers(const onnx::GraphProto& g) {
+  std::unordered_set<std::string_view> inputs;
+  for (const onnx::ValueInfoProto& in : g.input()) inputs.insert(in.name());
+  struct seen {
+    tensor_bytes content;
+    const std::string* name;
+  };
+  std::unordered_map<std::string, std::vector<seen>> first;  // header and hash → tensors
+  std::unordered_map<std::string, std::string> renamed;
+  for (const onnx::TensorProto& t : g.initializer()) {
+    if (inputs.contains(t.name())) continue;
+    std::optional<tensor_bytes> b = bytes_of(t);
+    if (!b) continue;
+    std::vector<seen>& alike =
+        first[b->header + '|' + std::to_string(std::hash<std::string_view>{}(b->bytes()))];
+    const auto same = std::find_if(alike.begin(), alike.end(), [&](const seen& s) {
+      return s.content.header == b->header && s.content.bytes() == b->bytes();
+    });
+    if (same != alike.end())
+      renamed.emplace(t.name(), *same->name);
+    else
+      alike.push_back({std::move(*b), &t.name()});
+  }
+  return renamed;
+}
+
+// What the facts prove v holds, as a key two values share only when they hold the same: its
+// type, its dims (numbers) and each element (an integer expression of dims, in canonical form).
+// Integer and boolean contents only: the facts compute real numbers in double precision, not in
+// the value's own type, so equal real facts need not be equal tensors.
+std::optional<std::string> proven_key(const graph& g, const facts& f, value_id v) {
+  const content_fact& c = f.content(v);
+  const shape_fact& s = f.shape(v);
+  if (!c.known || c.real || !s.known || g.type(v) == dtype::undefined) return std::nullopt;
+  std::string key = std::to_string(int(g.type(v))) + ':';
+  for (const sym& d : s.dims) {
+    const auto n = d.constant();
+    if (!n) return std::nullopt;
+    key += std::to_string(*n) + ',';
+  }
+  for (const sym& e : c.ints) {
+    if (!e.known()) return std::nullopt;
+    key += '|' + std::to_string(e.denominator());
+    for (const sym::term& t : e.terms()) {
+      key += ' ' + std::to_string(t.coefficient);
+      for (const sym::factor& x : t.factors)
+        key += '*' + std::to_string(x.atom) + '^' + std::to_string(x.power);
+    }
+  }
+  return key;
+}
+
 }  // namespace
+
+void merge_proven_equal(model& m, removed_ops& removed) {
+  onnx::GraphProto& proto = *m.proto.mutable_graph();
+  std::unordered_map<std::string, std::string> renamed;
+  std::vector<char> merged(std::size_t(proto.node_size()), 0);
+  {
+    const graph g(m);
+    const facts& f = facts_of(g);
+    std::unordered_map<std::string, value_id> first;
+    auto holds = [&](value_id v) {
+      if (std::optional<std::string> key = proven_key(g, f, v))
+        return first.try_emplace(std::move(*key), v).first->second;
+      return v;
+    };
+    // Initializers and inputs first: a value the model already holds is the one kept.
+    for (value_id v = 0; v < g.value_count(); ++v)
+      if (g.producer(v) == no_id && !g.is_outer_scope(v) &&
+          !(g.is_graph_input(v) && g.is_initializer(v)))
+        holds(v);
+    for (node_id n : g.topological_order()) {
+      bool all = g.outputs(n).size() > 0;
+      for (value_id v : g.outputs(n)) {
+        if (v == no_id) continue;
+        const value_id earlier = holds(v);
+        if (earlier == v || g.is_graph_output(v) || g.read_by_name_in_subgraph(v)) {
+          all = false;
+          continue;
+        }
+        renamed.emplace(std::string(g.name(v)), std::string(g.name(earlier)));
+      }
+      if (all) {
+        merged[std::size_t(n)] = 1;
+        ++removed[std::string(g.op_type(n))];
+      }
+    }
+  }
+  if (renamed.empty()) return;
+  for (onnx::NodeProto& n : *proto.mutable_node())
+    for (std::string& in : *n.mutable_input())
+      if (auto it = renamed.find(in); it != renamed.end()) in = it->second;
+  int i = 0;
+  auto& nodes = *proto.mutable_node();
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                             [&](const onnx::NodeProto&) { return merged[std::size_t(i++)]; }),
+              nodes.end());
+}
 
 void merge_duplicates(onnx::GraphProto& g, removed_ops& removed) {
   // Names that must live on: a graph output, or one a subgraph reads from the outer scope.
@@ -101,10 +232,16 @@ void merge_duplicates(onnx::GraphProto& g, removed_ops& removed) {
   for (const onnx::ValueInfoProto& o : g.output()) kept.insert(o.name());
   for (onnx::NodeProto& n : *g.mutable_node())
     for (onnx::GraphProto* body : bodies(n)) names_read(*body, kept);
-  std::unordered_map<std::string, std::string> renamed;
+  const std::vector<int> order = topological(g);
+  if (order.empty() && g.node_size() > 0) return;
+  std::unordered_map<std::string, std::string> renamed = equal_initializers(g);
+  // A copy goes once this graph's nodes read the first; a subgraph may still read it by name.
+  std::unordered_set<std::string> copies;
+  for (const auto& [copy, first] : renamed)
+    if (!kept.contains(copy)) copies.insert(copy);
   std::unordered_map<std::string, const onnx::NodeProto*> first;
   std::vector<char> merged(std::size_t(g.node_size()), 0);
-  for (int i : topological(g)) {
+  for (int i : order) {
     onnx::NodeProto& n = *g.mutable_node(i);
     for (std::string& in : *n.mutable_input())
       if (auto it = renamed.find(in); it != renamed.end()) in = it->second;
@@ -124,6 +261,11 @@ void merge_duplicates(onnx::GraphProto& g, removed_ops& removed) {
   nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
                              [&](const onnx::NodeProto&) { return merged[std::size_t(i++)]; }),
               nodes.end());
+  auto& initializers = *g.mutable_initializer();
+  const auto left = std::remove_if(initializers.begin(), initializers.end(),
+                                   [&](const auto& t) { return copies.contains(t.name()); });
+  if (left != initializers.end()) removed["initializer"] += int(initializers.end() - left);
+  initializers.erase(left, initializers.end());
 }
 
 int remove_dead(onnx::GraphProto& g, removed_ops& removed) {
@@ -170,18 +312,34 @@ int remove_dead(onnx::GraphProto& g, removed_ops& removed) {
   return gone;
 }
 
-void sweep(model& m, const rewrite::options& run, rewrite::report& out) {
+bool sweep(model& m, const rewrite::options& run, rewrite::report& out) {
   onnx::GraphProto& g = *m.proto.mutable_graph();
+  const auto removed_by = [&](std::string_view name) -> removed_ops& {
+    if (std::find(out.rules.begin(), out.rules.end(), name) == out.rules.end())
+      out.rules.emplace_back(name);
+    return out.cleaned[std::string(name)];
+  };
+  const auto count = [](const removed_ops& r) {
+    int n = 0;
+    for (const auto& [op, k] : r) n += k;
+    return n;
+  };
+  int before = 0, after = 0;
   if (run.runs(duplicate_elimination)) {
-    out.rules.emplace_back(duplicate_elimination);
-    merge_duplicates(g, out.cleaned[std::string(duplicate_elimination)]);
+    removed_ops& removed = removed_by(duplicate_elimination);
+    before += count(removed);
+    merge_proven_equal(m, removed);
+    merge_duplicates(g, removed);
+    after += count(removed);
   }
   if (run.runs(dead_node_elimination)) {
-    out.rules.emplace_back(dead_node_elimination);
-    removed_ops& removed = out.cleaned[std::string(dead_node_elimination)];
+    removed_ops& removed = removed_by(dead_node_elimination);
+    before += count(removed);
     if (const int initializers = remove_dead(g, removed); initializers > 0)
       removed["initializer"] += initializers;
+    after += count(removed);
   }
+  return after > before;
 }
 
 }  // namespace fusekit::rules

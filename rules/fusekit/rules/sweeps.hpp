@@ -8,6 +8,15 @@
 //     x ── Shape ── Gather(1) ── a ── Reshape        x ── Shape ── Gather(1) ── a ── Reshape
 //     x ── Shape ── Gather(1) ── b ── Expand   ==>                              └── Expand
 //
+//   It also merges what no two nodes spell alike but the model holds twice: initializers of the
+//   same type, dims and bytes (one per reader in a TorchScript export), and integer values the
+//   facts prove to hold the same elements, such as the batch size read by a Shape of each layer's
+//   input, which is one dim of the model's input however many views it went through.
+//
+//     a ── Shape ── Gather(0) ── n ── Reshape        a ── Shape ── Gather(0) ── n ── Reshape
+//     b ── Shape ── Gather(0) ── m ── Expand   ==>                              └── Expand
+//     (dim 0 of a and of b proven to be one dim B)
+//
 //   dead-node-elimination: a node none of whose outputs is read, by a node, a subgraph or as a
 //   graph output, goes, and so does what only it read; an initializer nothing reads that is no
 //   graph input goes too. What an exporter leaves, and what a fusion that forwarded a value left
@@ -42,15 +51,21 @@ inline constexpr std::string_view dead_node_elimination = "dead-node-elimination
 // Per op type, the nodes a sweep removed (report::cleaned's form).
 using removed_ops = std::map<std::string, int>;
 
-// Merges the duplicate nodes of g and of its subgraphs.
+// Merges the duplicate nodes of g and of its subgraphs, and the initializers of g that hold the
+// same tensor (counted as "initializer").
 void merge_duplicates(onnx::GraphProto& g, removed_ops& removed);
+
+// Merges each value of m's graph whose elements the facts prove equal to an earlier value's (an
+// integer or boolean tensor of known dims, facts.hpp) into that value. A value that is a graph
+// output, or that a subgraph reads, lives on.
+void merge_proven_equal(model& m, removed_ops& removed);
 
 // Removes the nodes of g and of its subgraphs that nothing reads, and the initializers nothing
 // reads that are no graph input; returns how many initializers went.
 int remove_dead(onnx::GraphProto& g, removed_ops& removed);
 
 // The sweeps `run` names (every one when it names none) over m's graph, each added to the
-// report's rules with what it removed.
-void sweep(model& m, const rewrite::options& run, rewrite::report& out);
+// report's rules (once) with what it removed; whether they removed anything.
+bool sweep(model& m, const rewrite::options& run, rewrite::report& out);
 
 }  // namespace fusekit::rules
