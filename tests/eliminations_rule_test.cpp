@@ -302,7 +302,7 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
             R"("constant-view-folding":{},"dead-node-elimination":{},)"
             R"("duplicate-elimination":{},"identity-elimination":{"Identity":1},)"
             R"("no-op-elimination":{},"not-elimination":{},"reshape-folding":{},)"
-            R"("transpose-folding":{}})");
+            R"("transpose-folding":{},"unsqueeze-folding":{}})");
   // Named without them, the library leaves the graph as it is.
   fusekit::model kept = b.build_model();
   const std::string before = kept.proto.SerializeAsString();

@@ -117,11 +117,19 @@ std::string near_miss(const block& spec, attention_options opts = {}) {
 // The list fuse_all runs and the names the command line accepts are one list.
 TEST(Registry, FuseAllRunsTheRulesItNames) {
   // Both targets end with the clean-ups, then the sweeps.
-  const std::vector<std::string> cleaning{
-      "identity-elimination",          "no-op-elimination",     "not-elimination",
-      "constant-to-initializer",       "constant-folding",      "constant-view-folding",
-      "constant-evaluation",           "transpose-folding",     "reshape-folding",
-      "batch-normalization-into-conv", "duplicate-elimination", "dead-node-elimination"};
+  const std::vector<std::string> cleaning{"identity-elimination",
+                                          "no-op-elimination",
+                                          "not-elimination",
+                                          "constant-to-initializer",
+                                          "constant-folding",
+                                          "constant-view-folding",
+                                          "constant-evaluation",
+                                          "transpose-folding",
+                                          "reshape-folding",
+                                          "unsqueeze-folding",
+                                          "batch-normalization-into-conv",
+                                          "duplicate-elimination",
+                                          "dead-node-elimination"};
   auto then_cleaning = [&](std::vector<std::string> fusions) {
     fusions.insert(fusions.end(), cleaning.begin(), cleaning.end());
     return fusions;

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fusekit/graph/model_builder.hpp"
@@ -112,6 +115,32 @@ TEST(DuplicateElimination, InitializersOfTheSameTensorAreOne) {
   EXPECT_EQ(removed, (removed_ops{{"Add", 1}, {"initializer", 1}}));
   EXPECT_EQ(m.proto.graph().initializer_size(), 1);
   fusekit::rewrite::check_invariants(m);
+}
+
+TEST(DuplicateElimination, AnInitializerInAnExternalFileIsReadToo) {
+  // The second constant's bytes lie beside the model: the result must not depend on where.
+  fusekit::model m = added_twice(2, 2);
+  const std::filesystem::path directory = std::filesystem::path(::testing::TempDir()) / "sweeps";
+  std::filesystem::create_directories(directory);
+  onnx::TensorProto& t = *m.proto.mutable_graph()->mutable_initializer(1);
+  {
+    std::ofstream out(directory / "weights.bin", std::ios::binary);
+    out << t.raw_data();
+  }
+  const std::string length = std::to_string(t.raw_data().size());
+  t.clear_raw_data();
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  for (const auto& [key, entry] : {std::pair<std::string, std::string>{"location", "weights.bin"},
+                                   {"offset", "0"},
+                                   {"length", length}}) {
+    auto& e = *t.add_external_data();
+    e.set_key(key);
+    e.set_value(entry);
+  }
+  removed_ops removed;
+  merge_duplicates(*m.proto.mutable_graph(), removed, directory);
+  EXPECT_EQ(ops_of(m.proto.graph()), "Add Mul ");
+  EXPECT_EQ(removed, (removed_ops{{"Add", 1}, {"initializer", 1}}));
 }
 
 TEST(DuplicateElimination, NearMissInitializersOfOtherValues) {

@@ -39,11 +39,17 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
 }
 
 std::vector<rewrite::any_rule> cleaning_rules(const fusion_options& options) {
-  return {
-      identity_elimination_rule(),         noop_elimination_rule(),  not_elimination_rule(),
-      constant_to_initializer_rule(),      constant_folding_rule(),  constant_view_folding_rule(),
-      constant_evaluation_rule(options),   transpose_folding_rule(), reshape_folding_rule(),
-      batch_normalization_into_conv_rule()};
+  return {identity_elimination_rule(),
+          noop_elimination_rule(),
+          not_elimination_rule(),
+          constant_to_initializer_rule(),
+          constant_folding_rule(),
+          constant_view_folding_rule(),
+          constant_evaluation_rule(options),
+          transpose_folding_rule(),
+          reshape_folding_rule(),
+          unsqueeze_folding_rule(),
+          batch_normalization_into_conv_rule()};
 }
 
 std::vector<std::string_view> names() {

@@ -63,6 +63,8 @@ rewrite::any_rule constant_evaluation_rule(const fusion_options&& options) = del
 rewrite::any_rule transpose_folding_rule();
 // A Reshape of a view as one Reshape of what the view read.
 rewrite::any_rule reshape_folding_rule();
+// Two Unsqueezes in a row as one.
+rewrite::any_rule unsqueeze_folding_rule();
 // A BatchNormalization at inference folded into the Conv before it.
 rewrite::any_rule batch_normalization_into_conv_rule();
 // The rules above that clean the graph rather than fuse: bundled() runs them with the fusions (a

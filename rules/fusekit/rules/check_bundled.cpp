@@ -21,6 +21,7 @@
 #include "scaled_dot_product_attention.hpp"
 #include "skip_normalization.hpp"
 #include "transpose_folding.hpp"
+#include "unsqueeze_folding.hpp"
 
 namespace fusekit::rules {
 
@@ -50,6 +51,7 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_view_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_evaluation);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(transpose_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(unsqueeze_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
 #undef FUSEKIT_CHECKED_IN_ITS_FAMILY
 
@@ -116,6 +118,7 @@ std::span<const checked> library() {
       rule<constant_evaluation>(true, false),
       rule<transpose_folding>(true, false),
       rule<reshape_folding>(true, false, squeezable_shape),
+      rule<unsqueeze_folding>(true, false),
       rule<batch_normalization_into_conv>(true, false),
   };
   return rules;

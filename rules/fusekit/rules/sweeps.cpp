@@ -1,6 +1,8 @@
 #include "sweeps.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string_view>
@@ -10,6 +12,7 @@
 
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/io/external_data.hpp"
 
 namespace fusekit::rules {
 
@@ -97,36 +100,47 @@ std::string key_of(const onnx::NodeProto& n) {
   return key;
 }
 
+// Initializers up to this size are compared: the copies an exporter writes (axes, scalars, shape
+// vectors, biases, small masks), whether their bytes lie in the model or in an external file, so
+// that the result does not depend on where the model keeps them. Larger ones, the weights, are
+// not read.
+inline constexpr std::uint64_t compared_bytes = 64 * 1024;
+
 // What two initializers must share to hold the same tensor: type, dims and bytes, the bytes as
-// the tensor's raw data or, for the typed fields, its values serialised without its name. Tensors
-// whose data lies in another file are compared by nothing: their bytes are not read here.
+// the tensor's raw data (read from its file where it lies in one) or, for the typed fields, its
+// values serialised without its name.
 struct tensor_bytes {
   std::string header;  // type and dims
   const std::string* raw = nullptr;
-  std::string serialised;
-  std::string_view bytes() const { return raw ? std::string_view(*raw) : serialised; }
+  std::string read;
+  std::string_view bytes() const { return raw ? std::string_view(*raw) : read; }
 };
-std::optional<tensor_bytes> bytes_of(const onnx::TensorProto& t) {
-  if (t.data_location() == onnx::TensorProto::EXTERNAL) return std::nullopt;
+std::optional<tensor_bytes> bytes_of(const onnx::TensorProto& t,
+                                     const std::filesystem::path& directory) {
   tensor_bytes out;
   out.header = std::to_string(t.data_type()) + ':';
   for (std::int64_t d : t.dims()) out.header += std::to_string(d) + ',';
-  if (t.has_raw_data()) {
+  if (is_external(t)) {
+    if (external_data_size(t, directory) > compared_bytes) return std::nullopt;
+    out.read = read_external_data(t, directory);
+  } else if (t.has_raw_data()) {
+    if (t.raw_data().size() > compared_bytes) return std::nullopt;
     out.raw = &t.raw_data();
   } else {
+    if (t.ByteSizeLong() > compared_bytes) return std::nullopt;
     onnx::TensorProto values = t;
     values.clear_name();
     values.clear_doc_string();
-    out.serialised = values.SerializeAsString();
+    out.read = values.SerializeAsString();
   }
   return out;
 }
 
 // Every initializer that holds what an earlier one holds, to the earlier one's name. One that is
 // also a graph input is a default the caller may replace: it is neither merged nor merged into.
-// The bytes are hashed where they lie and compared only where the hashes agree: a model's
-// weights are read once, never copied.
-std::unordered_map<std::string, std::string> equal_initializers(const onnx::GraphProto& g) {
+// The bytes are hashed where they lie and compared only where the hashes agree.
+std::unordered_map<std::string, std::string> equal_initializers(
+    const onnx::GraphProto& g, const std::filesystem::path& directory) {
   std::unordered_set<std::string_view> inputs;
   for (const onnx::ValueInfoProto& in : g.input()) inputs.insert(in.name());
   struct seen {
@@ -137,7 +151,7 @@ std::unordered_map<std::string, std::string> equal_initializers(const onnx::Grap
   std::unordered_map<std::string, std::string> renamed;
   for (const onnx::TensorProto& t : g.initializer()) {
     if (inputs.contains(t.name())) continue;
-    std::optional<tensor_bytes> b = bytes_of(t);
+    std::optional<tensor_bytes> b = bytes_of(t, directory);
     if (!b) continue;
     std::vector<seen>& alike =
         first[b->header + '|' + std::to_string(std::hash<std::string_view>{}(b->bytes()))];
@@ -226,7 +240,8 @@ void merge_proven_equal(model& m, removed_ops& removed) {
               nodes.end());
 }
 
-void merge_duplicates(onnx::GraphProto& g, removed_ops& removed) {
+void merge_duplicates(onnx::GraphProto& g, removed_ops& removed,
+                      const std::filesystem::path& directory) {
   // Names that must live on: a graph output, or one a subgraph reads from the outer scope.
   std::unordered_set<std::string> kept;
   for (const onnx::ValueInfoProto& o : g.output()) kept.insert(o.name());
@@ -234,7 +249,7 @@ void merge_duplicates(onnx::GraphProto& g, removed_ops& removed) {
     for (onnx::GraphProto* body : bodies(n)) names_read(*body, kept);
   const std::vector<int> order = topological(g);
   if (order.empty() && g.node_size() > 0) return;
-  std::unordered_map<std::string, std::string> renamed = equal_initializers(g);
+  std::unordered_map<std::string, std::string> renamed = equal_initializers(g, directory);
   // A copy goes once this graph's nodes read the first; a subgraph may still read it by name.
   std::unordered_set<std::string> copies;
   for (const auto& [copy, first] : renamed)
@@ -245,7 +260,7 @@ void merge_duplicates(onnx::GraphProto& g, removed_ops& removed) {
     onnx::NodeProto& n = *g.mutable_node(i);
     for (std::string& in : *n.mutable_input())
       if (auto it = renamed.find(in); it != renamed.end()) in = it->second;
-    for (onnx::GraphProto* body : bodies(n)) merge_duplicates(*body, removed);
+    for (onnx::GraphProto* body : bodies(n)) merge_duplicates(*body, removed, directory);
     if (!gives_the_same_for_the_same_inputs(n)) continue;
     const auto [at, is_first] = first.try_emplace(key_of(n), &n);
     if (is_first || std::any_of(n.output().begin(), n.output().end(),
@@ -329,7 +344,7 @@ bool sweep(model& m, const rewrite::options& run, rewrite::report& out) {
     removed_ops& removed = removed_by(duplicate_elimination);
     before += count(removed);
     merge_proven_equal(m, removed);
-    merge_duplicates(g, removed);
+    merge_duplicates(g, removed, m.directory());
     after += count(removed);
   }
   if (run.runs(dead_node_elimination)) {

@@ -35,6 +35,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <string_view>
@@ -51,9 +52,11 @@ inline constexpr std::string_view dead_node_elimination = "dead-node-elimination
 // Per op type, the nodes a sweep removed (report::cleaned's form).
 using removed_ops = std::map<std::string, int>;
 
-// Merges the duplicate nodes of g and of its subgraphs, and the initializers of g that hold the
-// same tensor (counted as "initializer").
-void merge_duplicates(onnx::GraphProto& g, removed_ops& removed);
+// Merges the duplicate nodes of g and of its subgraphs, and the initializers of g of up to 64 KiB
+// that hold the same tensor (counted as "initializer"), reading those in an external file from
+// `directory`, the model's.
+void merge_duplicates(onnx::GraphProto& g, removed_ops& removed,
+                      const std::filesystem::path& directory = {});
 
 // Merges each value of m's graph whose elements the facts prove equal to an earlier value's (an
 // integer or boolean tensor of known dims, facts.hpp) into that value. A value that is a graph

@@ -1,0 +1,8 @@
+#include "unsqueeze_folding.hpp"
+#include "all.hpp"
+
+namespace fusekit::rules {
+
+rewrite::any_rule unsqueeze_folding_rule() { return rewrite::any_rule::of<unsqueeze_folding>(); }
+
+}  // namespace fusekit::rules

@@ -1,0 +1,113 @@
+// Two Unsqueezes in a row are one, inserting every axis both insert, numbered as the output
+// numbers them: the readers of the second then read one Unsqueeze of x.
+//
+//   x [A, B] ── Unsqueeze(0) ── [1, A, B] ── Unsqueeze(3) ── y [1, A, B, 1]
+//   ==>   x ── Unsqueeze(0, 3) ── y
+//
+// The second's axes count in y's rank, the first's in its own output's; those positions of y
+// that the second did not insert are the first's output, in order. Both sets of axes are
+// constants (the opset 13 form, axes an input) and x's rank is proven; the first may have other
+// readers, and stays for them. What TorchScript writes for `x[None, :, None]` and for a mask
+// broadcast to [batch, 1, 1, keys] one axis at a time.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fusekit/graph/facts.hpp"
+#include "fusekit/pattern/pattern.hpp"
+#include "fusekit/rewrite/emitter.hpp"
+#include "fusekit/rewrite/rule.hpp"
+#include "selfcheck_inputs.hpp"
+
+namespace fusekit::rules {
+using namespace pattern;
+
+namespace unsqueezes {
+
+// The axes input of an Unsqueeze as the facts hold them, each in [0, rank); none where an
+// element is unproven, out of range or repeated.
+inline std::optional<std::vector<std::int64_t>> axes(const graph& g, node_id n, std::int64_t rank) {
+  const content_fact& c = facts_of(g).content(g.input(n, 1));
+  if (!c.known || c.real) return std::nullopt;
+  std::vector<std::int64_t> out;
+  for (const sym& e : c.ints) {
+    const auto k = e.constant();
+    if (!k || *k < -rank || *k >= rank) return std::nullopt;
+    out.push_back(*k < 0 ? *k + rank : *k);
+  }
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end()) return std::nullopt;
+  return out;
+}
+
+// The axes of y that the first and the second Unsqueeze insert, for x of rank r.
+struct inserted {
+  std::vector<std::int64_t> first, second;
+};
+inline std::optional<inserted> of(const graph& g, node_id first, node_id second) {
+  const auto rank = facts_of(g).rank(g.input(first, 0));
+  if (!rank) return std::nullopt;
+  const auto n1 = facts_of(g).content(g.input(first, 1)).ints.size();
+  const auto n2 = facts_of(g).content(g.input(second, 1)).ints.size();
+  auto a = axes(g, first, std::int64_t(*rank + n1));
+  auto b = axes(g, second, std::int64_t(*rank + n1 + n2));
+  if (!a || !b) return std::nullopt;
+  return inserted{std::move(*a), std::move(*b)};
+}
+
+// Every axis of y either inserts: the second's as they are, the first's at the positions of y
+// the second left, which hold the first's output in order.
+inline std::vector<std::int64_t> combined(const inserted& axes, std::int64_t output_rank) {
+  std::vector<std::int64_t> out = axes.second;
+  std::int64_t position = 0;  // in the first's output
+  for (std::int64_t i = 0; i < output_rank; ++i) {
+    if (std::binary_search(axes.second.begin(), axes.second.end(), i)) continue;
+    if (std::binary_search(axes.first.begin(), axes.first.end(), position)) out.push_back(i);
+    ++position;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace unsqueezes
+
+struct unsqueeze_folding {
+  static constexpr std::string_view name = "unsqueeze-folding";
+  // Below every fusion, as the other folds are: a fusion that reads both takes them.
+  static constexpr int priority = -1;
+  static constexpr auto pattern = op<"Unsqueeze">(
+      op<"Unsqueeze">(capture<"x">, capture<"first_axes">).bind<"first">().multi_use(),
+      capture<"axes">);
+  static constexpr auto sources =
+      pattern::sources(source<"first_axes">(written<selfcheck_inputs::int64_vector<0>>),
+                       source<"axes">(written<selfcheck_inputs::int64_vector<-1>>));
+
+  static bool resembles(const graph&, node_id) { return false; }
+
+  static rewrite::verdict guard(const graph& g, const auto& m) {
+    if (!facts_of(g).rank(get<"x">(m)))
+      return rewrite::verdict::no("the rank of '" + std::string(g.name(get<"x">(m))) +
+                                  "' is not proven");
+    if (!unsqueezes::of(g, get<"first">(m), m.root()))
+      return rewrite::verdict::no("the axes of " + g.describe(get<"first">(m)) + " or " +
+                                  g.describe(m.root()) +
+                                  " are not proven distinct numbers within its output's rank");
+    return rewrite::verdict::yes();
+  }
+
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
+    const auto axes = *unsqueezes::of(g, get<"first">(m), m.root());
+    const std::int64_t rank =
+        std::int64_t(*facts_of(g).rank(get<"x">(m)) + axes.first.size() + axes.second.size());
+    const std::vector<std::int64_t> all = unsqueezes::combined(axes, rank);
+    e.replace_root(e.copy(
+        m.root(), {e.value(get<"x">(m)), e.constant(dtype::int64, {std::int64_t(all.size())},
+                                                    std::vector<double>(all.begin(), all.end()))}));
+  }
+};
+
+}  // namespace fusekit::rules
