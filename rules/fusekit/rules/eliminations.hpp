@@ -83,14 +83,19 @@ bool every_element(const graph& g, node_id n, std::size_t slot, F holds) {
   });
 }
 
-inline bool keeps_its_input(const graph& g, node_id n) {
+// y has x's type and every dim proven x's.
+inline bool same_type_and_dims(const graph& g, value_id x, value_id y) {
   const facts& f = facts_of(g);
-  const value_id x = g.input(n, 0), y = g.output(n, 0);
   const auto rank = f.rank(x);
   if (g.type(x) != g.type(y) || g.type(x) == dtype::undefined || !rank || f.rank(y) != rank)
     return false;
   for (int i = 0; i < int(*rank); ++i)
     if (f.same_dim(x, i, y, i) != truth::yes) return false;
+  return true;
+}
+
+inline bool keeps_its_input(const graph& g, node_id n) {
+  if (!same_type_and_dims(g, g.input(n, 0), g.output(n, 0))) return false;
   const std::string_view op = g.op_type(n);
   // The same dims in a Slice hold x's elements where no step reverses or skips them.
   if (op == "Slice") return every_element(g, n, 4, [](std::int64_t k) { return k >= 1; });
@@ -102,18 +107,10 @@ inline bool keeps_its_input(const graph& g, node_id n) {
 
 // y = x ∘ c, c the constant scalar identity of ∘, has x's type and dims, x either operand.
 inline bool is_its_operand(const graph& g, node_id n) {
-  const facts& f = facts_of(g);
-  const value_id y = g.output(n, 0);
-  for (std::size_t slot : {0, 1}) {
-    const value_id x = g.input(n, slot);
-    if (!g.constant_scalar(g.input(n, 1 - slot))) continue;
-    const auto rank = f.rank(x);
-    if (g.type(x) != g.type(y) || g.type(x) == dtype::undefined || !rank || f.rank(y) != rank)
-      continue;
-    bool same = true;
-    for (int i = 0; i < int(*rank); ++i) same = same && f.same_dim(x, i, y, i) == truth::yes;
-    if (same) return true;
-  }
+  for (std::size_t slot : {0, 1})
+    if (g.constant_scalar(g.input(n, 1 - slot)) &&
+        same_type_and_dims(g, g.input(n, slot), g.output(n, 0)))
+      return true;
   return false;
 }
 

@@ -192,6 +192,15 @@ std::optional<std::string> proven_key(const graph& g, const facts& f, value_id v
   return key;
 }
 
+// Takes out the nodes of g whose index `marked` flags, keeping the others' order.
+void erase_marked(onnx::GraphProto& g, const std::vector<char>& marked) {
+  int i = 0;
+  auto& nodes = *g.mutable_node();
+  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
+                             [&](const onnx::NodeProto&) { return marked[std::size_t(i++)]; }),
+              nodes.end());
+}
+
 }  // namespace
 
 void merge_proven_equal(model& m, removed_ops& removed) {
@@ -233,11 +242,7 @@ void merge_proven_equal(model& m, removed_ops& removed) {
   for (onnx::NodeProto& n : *proto.mutable_node())
     for (std::string& in : *n.mutable_input())
       if (auto it = renamed.find(in); it != renamed.end()) in = it->second;
-  int i = 0;
-  auto& nodes = *proto.mutable_node();
-  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
-                             [&](const onnx::NodeProto&) { return merged[std::size_t(i++)]; }),
-              nodes.end());
+  erase_marked(proto, merged);
 }
 
 void merge_duplicates(onnx::GraphProto& g, removed_ops& removed,
@@ -271,11 +276,7 @@ void merge_duplicates(onnx::GraphProto& g, removed_ops& removed,
     merged[std::size_t(i)] = 1;
     ++removed[n.op_type()];
   }
-  int i = 0;
-  auto& nodes = *g.mutable_node();
-  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
-                             [&](const onnx::NodeProto&) { return merged[std::size_t(i++)]; }),
-              nodes.end());
+  erase_marked(g, merged);
   auto& initializers = *g.mutable_initializer();
   const auto left = std::remove_if(initializers.begin(), initializers.end(),
                                    [&](const auto& t) { return copies.contains(t.name()); });
@@ -288,7 +289,7 @@ int remove_dead(onnx::GraphProto& g, removed_ops& removed) {
   if (order.empty() && g.node_size() > 0) return 0;
   std::unordered_set<std::string> needed;
   for (const onnx::ValueInfoProto& o : g.output()) needed.insert(o.name());
-  std::vector<char> live(std::size_t(g.node_size()), 0);
+  std::vector<char> dead(std::size_t(g.node_size()), 1);
   // Readers first: a node is live where a live node, a subgraph of one or the graph reads it.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     onnx::NodeProto& n = *g.mutable_node(*it);
@@ -297,15 +298,12 @@ int remove_dead(onnx::GraphProto& g, removed_ops& removed) {
       ++removed[n.op_type()];
       continue;
     }
-    live[std::size_t(*it)] = 1;
+    dead[std::size_t(*it)] = 0;
     needed.insert(n.input().begin(), n.input().end());
     for (onnx::GraphProto* body : bodies(n)) names_read(*body, needed);
   }
-  int i = 0;
+  erase_marked(g, dead);
   auto& nodes = *g.mutable_node();
-  nodes.erase(std::remove_if(nodes.begin(), nodes.end(),
-                             [&](const onnx::NodeProto&) { return !live[std::size_t(i++)]; }),
-              nodes.end());
   int gone = 0;
   for (onnx::NodeProto& n : nodes)
     for (onnx::GraphProto* body : bodies(n)) gone += remove_dead(*body, removed);
