@@ -17,6 +17,7 @@ using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
 using fusekit::rewrite::fuse;
+using fusekit::rules::castlike_to_cast;
 using fusekit::rules::constant_to_initializer;
 using fusekit::rules::identity_elimination;
 using fusekit::rules::noop_elimination;
@@ -217,6 +218,28 @@ TEST(NoopElimination, NearMissAlmostOne) {
   expect_unchanged<noop_elimination>(by_a_scalar("Mul", 1.0000001192092896));
 }
 
+// x [2, 3] ── Mul(w, x) ── Relu ── out, w [3] the `weight`: a norm's scale.
+fusekit::model weighted(std::vector<double> weight) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float16, {2, 3});
+  auto w = b.initializer(dtype::float16, {3}, weight);
+  b.output(b.op("Relu", {b.op("Mul", {w, x})}), dtype::float16, {2, 3});
+  return b.build_model();
+}
+
+TEST(NoopElimination, AWeightOfOnesGoes) {
+  fusekit::model m = weighted({1, 1, 1});
+  fuse<noop_elimination>(m);
+  ASSERT_EQ(m.proto.graph().node_size(), 1);
+  EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(NoopElimination, NearMissAWeightWithAnElementNotOne) {
+  // Element 1 scales x's second column.
+  expect_unchanged<noop_elimination>(weighted({1, 2, 1}));
+}
+
 // Where(Not(mask), x, fill) ── out, the Not read elsewhere too where `shared`.
 fusekit::model masked_fill(bool shared) {
   model_builder b(17);
@@ -243,6 +266,32 @@ TEST(NotElimination, TheBranchesSwapForTheCondition) {
 TEST(NotElimination, NearMissANotReadElsewhere) {
   // Its other reader keeps the Not: swapping would save no node.
   expect_unchanged<not_elimination>(masked_fill(true));
+}
+
+// x [2, 3] float32 ── CastLike(x, like) ── Relu ── out, `like` the output of `like_op`.
+fusekit::model cast_like(std::string_view like_op, std::string_view domain = {}) {
+  model_builder b(17);
+  if (!domain.empty()) b.opset_import(std::string(domain), 1);
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto like =
+      b.op(like_op, {b.input("h", dtype::float16, {4})}, {}, {.domain = std::string(domain)});
+  auto y = b.op("CastLike", {x, like}, {}, {.name = "c"});
+  b.output(b.op("Relu", {y}), dtype::float16, {2, 3});
+  return b.build_model();
+}
+
+TEST(CastLikeToCast, TheTypeOfTheSecondInputIsStated) {
+  fusekit::model m = cast_like("Neg");
+  fuse<castlike_to_cast>(m);
+  // The Neg was read for its type alone: nothing reads it now.
+  EXPECT_EQ(nodes_of(m), "Cast(x)->c Relu(c)->Relu_1 ");
+  EXPECT_EQ(m.proto.graph().node(0).attribute(0).i(), int(dtype::float16));
+  fusekit::rewrite::check_invariants(m);
+}
+
+TEST(CastLikeToCast, NearMissASecondInputOfUnknownType) {
+  // An op of a domain the model does not describe: nothing says what type its output has.
+  expect_unchanged<castlike_to_cast>(cast_like("Mystery", "com.example"));
 }
 
 TEST(ConstantToInitializer, TheTensorKeepsTheOutputsName) {
@@ -297,12 +346,14 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
   EXPECT_NE(table.find("constant-to-initializer: removed Constant 1;\n"), std::string::npos)
       << table;
   EXPECT_EQ(report.to_json()["cleaned"].dump(),
-            R"({"batch-normalization-into-conv":{},"constant-evaluation":{},"constant-folding":{},)"
+            R"({"batch-normalization-into-conv":{},"castlike-to-cast":{},)"
+            R"("constant-evaluation":{},"constant-folding":{},)"
             R"("constant-to-initializer":{"Constant":1},)"
             R"("constant-view-folding":{},"dead-node-elimination":{},)"
             R"("duplicate-elimination":{},"identity-elimination":{"Identity":1},)"
             R"("no-op-elimination":{},"not-elimination":{},"reshape-folding":{},)"
-            R"("transpose-folding":{},"unsqueeze-folding":{}})");
+            R"("reshape-target-folding":{},"transpose-folding":{},)"
+            R"("unsqueeze-folding":{}})");
   // Named without them, the library leaves the graph as it is.
   fusekit::model kept = b.build_model();
   const std::string before = kept.proto.SerializeAsString();

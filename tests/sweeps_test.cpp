@@ -247,6 +247,32 @@ TEST(DeadNodeElimination, NearMissAGraphInputsInitializer) {
   EXPECT_EQ(g.initializer_size(), 1);
 }
 
+// x ── Abs ── y in a local function `outer`, called once, and an `unused` copy nothing calls;
+// `outer`'s body calls `inner` where `nested`.
+fusekit::model with_functions(bool nested) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {4});
+  b.output(b.op("Abs", {x}), dtype::float32, {4});
+  fusekit::model m = b.build_model();
+  fusekit::build::move_into_local_function(m.proto, "inner", "local", "call_inner");
+  if (nested) fusekit::build::move_into_local_function(m.proto, "outer", "local", "call_outer");
+  *m.proto.add_functions() = m.proto.functions(0);
+  m.proto.mutable_functions(m.proto.functions_size() - 1)->set_name("unused");
+  return m;
+}
+
+TEST(DeadNodeElimination, AFunctionNoNodeCallsGoes) {
+  // Only `unused` goes: `inner` is called from `outer`'s body, which the graph calls.
+  for (bool nested : {false, true}) {
+    fusekit::model m = with_functions(nested);
+    EXPECT_EQ(fusekit::rules::remove_uncalled_functions(m.proto), 1) << nested;
+    std::string kept;
+    for (const auto& f : m.proto.functions()) kept += f.name() + " ";
+    EXPECT_EQ(kept, nested ? "inner outer " : "inner ");
+    fusekit::rewrite::check_invariants(m);
+  }
+}
+
 TEST(Sweeps, NodesOutOfOrderAreReadAsTheirEdgesSay) {
   // The model lists the readers before their producers, as some converters write: the sweeps
   // follow the edges, not the list. Reversed, the copy comes first and stays.

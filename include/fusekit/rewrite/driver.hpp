@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -45,6 +46,13 @@ inline constexpr int max_passes = 8;
 // Called with the first pass's index, before anything changes: what a rule library wants to know
 // about the model as it came (the fused ops it held already) without indexing it again.
 using survey = void (*)(const graph&, report&);
+
+// Called when the rules rest (a pass found no edit, or the last allowed pass), with that pass's
+// index of the model, its facts computed already: a library's clean-ups of the whole graph
+// (rules/sweeps.hpp) and its last word on the report. Returns whether it changed the model, which
+// the rules then see in another pass. The edits before it are final: if a later pass fails, the
+// model is restored to what the hook left.
+using at_rest = std::function<bool(const graph&, model&, report&)>;
 
 namespace detail {
 
@@ -533,9 +541,12 @@ inline std::set<std::string> calls_holding_matches(model& m, std::span<const any
 
 // The passes of one run, to a fixed point or max_passes.
 inline void run_passes(model& m, std::span<const any_rule> running, const options& opts,
-                       survey first_look, name_pool& names, journal& edits, report& out) {
-  // Nodes this run wrote: a later pass's near miss that stops at one is about a fusion already
-  // made (an output projection reading the fused op), not a block left unfused.
+                       survey first_look, const at_rest& settle, name_pool& names,
+                       journal& edits, report& out) {
+  // Nodes this run's fusions wrote: a later pass's near miss that stops at one is about a fusion
+  // already made (an output projection reading the fused op), not a block left unfused. A
+  // clean-up's node (negative priority) computes what the model did, and a near miss at it is
+  // still about a block left unfused.
   std::unordered_set<std::string> written;
   for (;;) {
     const graph g(m);
@@ -555,14 +566,18 @@ inline void run_passes(model& m, std::span<const any_rule> running, const option
       });
       out.near_misses = std::move(attempt.near_misses);
     }
-    if (found.empty()) break;
-    if (out.passes == max_passes) {
-      out.fixed_point = false;
-      break;
+    const bool last = !found.empty() && out.passes == max_passes;
+    if (found.empty() || last) {
+      out.fixed_point = !last;
+      if (!settle) break;
+      edits.checkpoint();
+      if (!settle(g, m, out) || last) break;
+      continue;
     }
     const std::vector<detail::candidate*> chosen = detail::select(found);
     for (const detail::candidate* c : chosen)
-      for (const onnx::NodeProto& node : c->edit->nodes())
+      for (const onnx::NodeProto& node :
+           c->priority < 0 ? std::span<const onnx::NodeProto>{} : c->edit->nodes())
         written.insert(node.op_type() + " '" + node.name() + "'");  // as graph::describe
     detail::commit(g, m.proto, chosen, edits, out, names);
     ++out.passes;
@@ -573,10 +588,11 @@ inline void run_passes(model& m, std::span<const any_rule> running, const option
 
 // Applies the rules to a fixed point and reports what fused and what nearly did.
 FUSEKIT_ENGINE_INLINE report fuse(model& m, std::span<const any_rule> rules,
-                                  const options& opts = {}, survey first_look = nullptr);
+                                  const options& opts = {}, survey first_look = nullptr,
+                                  const at_rest& settle = {});
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE report fuse(model& m, std::span<const any_rule> rules, const options& opts,
-                                  survey first_look) {
+                                  survey first_look, const at_rest& settle) {
   std::vector<any_rule> running;
   for (const any_rule& r : rules)
     if (opts.runs(r.name())) running.push_back(r);
@@ -601,7 +617,7 @@ FUSEKIT_ENGINE_INLINE report fuse(model& m, std::span<const any_rule> rules, con
   }
   try {
     detail::journal edits;  // undone, before the inlining is, unless the whole run succeeds
-    detail::run_passes(m, running, opts, first_look, names, edits, out);
+    detail::run_passes(m, running, opts, first_look, settle, names, edits, out);
     edits.keep();
   } catch (...) {
     if (m.proto.functions_size() > 0) {

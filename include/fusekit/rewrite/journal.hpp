@@ -48,6 +48,13 @@ class journal {
     entries_.push_back(std::move(e));
   }
 
+  // The edits so far are final, the later ones still undone on failure: what the edits took out
+  // is deleted.
+  void checkpoint() {
+    for (entry& e : entries_) e.release(e);
+    entries_.clear();
+  }
+
   // The run succeeded: what the edits took out is deleted.
   void keep() {
     for (entry& e : entries_) e.release(e);

@@ -46,8 +46,10 @@ std::vector<rewrite::any_rule> cleaning_rules(const fusion_options& options) {
           constant_folding_rule(),
           constant_view_folding_rule(),
           constant_evaluation_rule(options),
+          castlike_to_cast_rule(),
           transpose_folding_rule(),
           reshape_folding_rule(),
+          reshape_target_folding_rule(),
           unsqueeze_folding_rule(),
           batch_normalization_into_conv_rule()};
 }
@@ -115,7 +117,7 @@ void unexplained_softmaxes(const graph& g, const std::unordered_set<std::string>
 
 }  // namespace
 
-void explain_every_softmax(const model& fused, rewrite::report& out) {
+void explain_every_softmax(const graph& g, rewrite::report& out) {
   static const attention_options defaults;
   const std::string_view rule = scaled_dot_product_attention_rule(defaults).name();
   if (std::find(out.rules.begin(), out.rules.end(), rule) == out.rules.end()) return;
@@ -124,7 +126,6 @@ void explain_every_softmax(const model& fused, rewrite::report& out) {
     named.insert(n.anchor);
     named.insert(n.matched.begin(), n.matched.end());
   }
-  const graph g(fused);
   std::vector<std::pair<const graph*, node_id>> left;
   unexplained_softmaxes(g, named, left);
   for (const auto& [where, softmax] : left) {
@@ -138,40 +139,28 @@ void explain_every_softmax(const model& fused, rewrite::report& out) {
   }
 }
 
-namespace {
-
-// A later run's fusions added to the first run's report. The near misses stay the first run's,
-// less those whose anchor a later run fused: a later run starts where the first one's fusions
-// are, and would count a reader of a fused op as a block left unfused.
-void absorb(rewrite::report& out, rewrite::report again) {
-  std::unordered_set<std::string> fused;
-  for (const rewrite::fusion& f : again.fusions) fused.insert(f.nodes.begin(), f.nodes.end());
-  std::erase_if(out.near_misses,
-                [&](const rewrite::near_miss& n) { return fused.contains(n.anchor); });
-  for (rewrite::fusion& f : again.fusions) out.fusions.push_back(std::move(f));
-  out.passes += again.passes;
-  out.fixed_point = out.fixed_point && again.fixed_point;
-}
-
-}  // namespace
-
 rewrite::report fuse_all(model& m, const rewrite::options& run,
                          const attention_options& attention) {
   rewrite::options current = run;
   for (std::string& name : current.rules) name = std::string(current_name(name));
   const std::vector<rewrite::any_rule> rules = bundled(attention);
-  rewrite::report out = rewrite::fuse(m, rules, current, &find_fused_attention);
   // What a sweep merged or removed can leave a rule more to do (a Not whose other reader was a
   // duplicate): the rules run again, and the sweeps after them, until neither changes the model,
-  // so that a second run changes nothing. A sweep after rules that changed nothing finds nothing.
-  for (int round = 0; sweep(m, current, out) && round < rewrite::max_passes; ++round) {
-    rewrite::report again = rewrite::fuse(m, rules, current);
-    if (again.fusions.empty()) break;
-    absorb(out, std::move(again));
-  }
+  // so that a second run changes nothing. The sweeps and the Softmaxes' last word read the index
+  // and facts of the pass that found nothing. A sweep leaves nothing to a sweep right after it:
+  // where no rule changed the model since the sweeps did, they are not run again.
+  int swept_at = -1;  // the passes the report counted when the sweeps last changed the model
+  const rewrite::at_rest settle = [&](const graph& g, model& rested, rewrite::report& out) {
+    if (swept_at != out.passes && sweep(rested, current, out, &g)) {
+      swept_at = out.passes;
+      return true;
+    }
+    explain_every_softmax(g, out);
+    return false;
+  };
+  rewrite::report out = rewrite::fuse(m, rules, current, &find_fused_attention, settle);
   for (const rewrite::any_rule& clean : cleaning_rules(attention))
     if (current.runs(clean.name())) out.count_instead_of_listing(std::string(clean.name()));
-  explain_every_softmax(m, out);
   return out;
 }
 

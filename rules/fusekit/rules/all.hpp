@@ -59,10 +59,15 @@ rewrite::any_rule constant_view_folding_rule();
 // node on the inputs reads them (options.fold_limit_bytes bounds each).
 rewrite::any_rule constant_evaluation_rule(const fusion_options& options);
 rewrite::any_rule constant_evaluation_rule(const fusion_options&& options) = delete;
+// CastLike as a Cast to the type of its second input (after the folds: a CastLike of a constant
+// folds whole).
+rewrite::any_rule castlike_to_cast_rule();
 // Two Transposes in a row as one, or none.
 rewrite::any_rule transpose_folding_rule();
 // A Reshape of a view as one Reshape of what the view read.
 rewrite::any_rule reshape_folding_rule();
+// A Reshape's computed target as a constant.
+rewrite::any_rule reshape_target_folding_rule();
 // Two Unsqueezes in a row as one.
 rewrite::any_rule unsqueeze_folding_rule();
 // A BatchNormalization at inference folded into the Conv before it.
@@ -91,11 +96,11 @@ std::string_view current_name(std::string_view name);
 // report's already_fused), for a program that runs the library's rules in a list of its own.
 void find_fused_attention(const graph& g, rewrite::report& out);
 
-// After a run of the library's attention rule: a near miss for every Softmax left in the fused
-// model that no near miss accounts for, saying why it is no block the rule tries (its scores come
-// from no product; no MatMul reads its probabilities as attention does). A user then reads every
-// Softmax of the model as fused or explained, never passed over in silence.
-void explain_every_softmax(const model& fused, rewrite::report& out);
+// After a run of the library's attention rule: a near miss for every Softmax left in `g`, the
+// fused model's index, that no near miss accounts for, saying why it is no block the rule tries
+// (its scores come from no product; no MatMul reads its probabilities as attention does). A user
+// then reads every Softmax of the model as fused or explained, never passed over in silence.
+void explain_every_softmax(const graph& g, rewrite::report& out);
 
 // The library over a model, then the sweeps it names (duplicate and dead nodes, sweeps.hpp); the
 // report also lists the attention ops the model held already, and every Softmax left is explained.

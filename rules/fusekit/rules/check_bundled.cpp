@@ -49,8 +49,10 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_to_initializer);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_view_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(constant_evaluation);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(castlike_to_cast);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(transpose_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_target_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(unsqueeze_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
 #undef FUSEKIT_CHECKED_IN_ITS_FAMILY
@@ -116,8 +118,10 @@ std::span<const checked> library() {
       rule<constant_folding>(true, false),
       rule<constant_view_folding>(true, false),
       rule<constant_evaluation>(true, false),
+      rule<castlike_to_cast>(true, false),
       rule<transpose_folding>(true, false),
       rule<reshape_folding>(true, false, squeezable_shape),
+      rule<reshape_target_folding>(true, false),
       rule<unsqueeze_folding>(true, false),
       rule<batch_normalization_into_conv>(true, false),
   };

@@ -8,6 +8,8 @@ template selfcheck::result check_rule<identity_elimination>(const selfcheck::opt
 template selfcheck::result check_rule<noop_elimination>(const selfcheck::options&, target,
                                                         provider);
 template selfcheck::result check_rule<not_elimination>(const selfcheck::options&, target, provider);
+template selfcheck::result check_rule<castlike_to_cast>(const selfcheck::options&, target,
+                                                        provider);
 template selfcheck::result check_rule<constant_to_initializer>(const selfcheck::options&, target,
                                                                provider);
 

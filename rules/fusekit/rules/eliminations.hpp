@@ -4,12 +4,14 @@
 //   x ── Identity | Dropout (inference) | Cast (to x's type) ── y ── readers   ==>   x ── readers
 //
 //   x ── Reshape | Expand | Tile | Squeeze | Slice | Pad | Concat (to x itself) ── y ── readers
-//   x ── Mul(1) | Div(1) | Sub(0) (to x's own dims) ── y ── readers
+//   x ── Mul(ones) | Div(ones) | Sub(0) (to x's own dims) ── y ── readers
 //   ==>   x ── readers
 //
 //   Constant(value) ── y ── readers   ==>   initializer y ── readers
 //
 //   Where(Not(c), a, b)   ==>   Where(c, b, a)
+//
+//   CastLike(x, like)   ==>   Cast(x, to = like's type)
 //
 // The readers of y read x itself, with no node in between. Where y is a graph output, or a
 // subgraph reads it by name, the name must live on and the node stays (forwardable()); so does a
@@ -22,11 +24,17 @@
 // of zeros, a Concat of one input. What exporters write for a shape known only at run time
 // that, in this model, is static: Swin pads every window to a multiple it already is. And
 // arithmetic by the identity of its op, exact in every type: x·1, x/1, x−0, where the scalar
-// does not broadcast x to more dims. Not x+0, which turns a float −0 into +0. What a rotary
+// does not broadcast x to more dims, or a tensor of ones that does not either (a norm's weight
+// as a fresh model holds it). Not x+0, which turns a float −0 into +0. What a rotary
 // embedding's attention scaling of 1 and a division by a temperature of 1 leave.
 //
 // The last (not-elimination) swaps a Where's branches for the Not of its condition, what
 // TorchScript writes for `masked_fill(~mask, …)`. The Not goes where nothing else reads it.
+//
+// The last (castlike-to-cast) states the type CastLike reads from its second input, known to
+// every value of a model: `like` is then read by no node for its type alone, so that a block
+// whose interior value it was (onnxscript's Phi-2 scales the scores by CastLike(c, scores)) has
+// no reader outside it, and a cast constant folds.
 //
 // None of the rules has near misses: a node either computes nothing or is no elimination.
 #pragma once
@@ -126,14 +134,17 @@ struct noop_elimination {
     return node.where("computing its other operand, of its type and dims", is_its_operand)
         .forwardable();
   };
+  // Ones that do not broadcast x to more dims: the product keeps x's type (the operands share
+  // one) and x's dims.
+  static constexpr auto ones = constant<"ones">.all_ones().broadcasts_to<"x">();
+  static constexpr auto ones_of_x = [](auto node) { return node.forwardable(); };
   static constexpr auto pattern =
       any_of(noop(op<"Reshape">(x, capture<"dims">)), noop(op<"Expand">(x, capture<"one">)),
              noop(op<"Tile">(x, capture<"repeats">)), noop(op<"Squeeze">(x)),
              noop(op<"Slice">(x, capture<"starts">, capture<"ends">, maybe(capture<"axes">),
                               maybe(capture<"steps">))),
              noop(op<"Pad">(x, capture<"pads">, maybe(capture<"fill">))), noop(op<"Concat">(x)),
-             identity(commutative(op<"Mul">(x, constant_scalar<"neutral">.value(1.0, 0.0)))),
-             identity(op<"Div">(x, constant_scalar<"neutral">.value(1.0, 0.0))),
+             ones_of_x(commutative(op<"Mul">(x, ones))), ones_of_x(op<"Div">(x, ones)),
              identity(op<"Sub">(x, constant_scalar<"neutral">.value(0.0, 0.0))));
   static constexpr auto sources = pattern::sources(
       source<"dims">(written<selfcheck_inputs::dims_of_x>),
@@ -182,6 +193,23 @@ struct not_elimination {
   static void emit(const graph&, const auto& m, rewrite::emitter& e) {
     e.replace_root(
         e.copy(m.root(), {e.value(get<"c">(m)), e.value(get<"b">(m)), e.value(get<"a">(m))}));
+  }
+};
+
+inline bool of_known_type(const graph& g, value_id v) { return g.type(v) != dtype::undefined; }
+
+struct castlike_to_cast {
+  static constexpr std::string_view name = "castlike-to-cast";
+  static constexpr int priority = -1;
+  static constexpr auto pattern =
+      op<"CastLike">(capture<"x">, capture<"like">.where("of a known element type", of_known_type));
+
+  static bool resembles(const graph&, node_id) { return false; }
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
+    // CastLike's attributes (saturate, round_mode) are Cast's, of the same opsets.
+    std::vector<build::attr> attrs{{"to", g.type(get<"like">(m))}};
+    for (const onnx::AttributeProto& a : g.node(m.root()).attribute()) attrs.emplace_back(a);
+    e.replace_root(e.ops("Cast", {e.value(get<"x">(m))}, attrs).front());
   }
 };
 

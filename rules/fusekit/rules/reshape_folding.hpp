@@ -11,10 +11,26 @@
 // length, or an element that may be 0 where the dims are not proven equal, is refused. What
 // exporters write around a view they cannot see through (a head split of the merged heads a
 // fusion wrote), and TorchScript's Flatten before a Reshape.
+//
+// A Reshape whose target is computed (reshape-target-folding) is given a constant one, wherever
+// the facts prove what each element of the target gives:
+//
+//   x [B, S, 32] ── Shape ── Gather(0) ── Unsqueeze ──┐
+//   x [B, S, 32] ── Shape ── Gather(1) ── Unsqueeze ── Concat(·, ·, 4, 8) ── Reshape(x, ·)
+//   ==>   x ── Reshape(x, [0, 0, 4, 8])
+//
+// An element proven a number is written as it is; one proven x's dim at its index, with
+// allowzero 0, as the 0 that copies it; at most one other as -1, where every other element is
+// a positive number (a 0 that copies a dim of size 0 would leave -1 nothing to solve). The shape
+// computation then goes where nothing else reads it: what TorchScript writes for every view of a
+// dynamic batch or sequence, once per layer.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/pattern/pattern.hpp"
@@ -73,6 +89,62 @@ struct reshape_folding {
 
   static void emit(const graph&, const auto& m, rewrite::emitter& e) {
     e.replace_root(e.copy(m.root(), {e.value(get<"x">(m)), e.value(get<"shape">(m))}));
+  }
+};
+
+inline bool computed(const graph& g, value_id v) { return g.constant_tensor(v) == nullptr; }
+
+struct reshape_target_folding {
+  static constexpr std::string_view name = "reshape-target-folding";
+  static constexpr int priority = -1;
+
+  // The constant target, where one states every element: a proven number as it is, x's dim at
+  // its index as 0, one other element as -1 where every other is a positive number.
+  static std::optional<std::vector<std::int64_t>> target(const graph& g, node_id root) {
+    const facts& f = facts_of(g);
+    const content_fact& c = f.content(g.input(root, 1));
+    if (!c.known || c.real) return std::nullopt;
+    const bool copies = g.attribute_int(root, "allowzero").value_or(0) == 0;
+    const shape_fact& x = f.shape(g.input(root, 0));
+    std::vector<std::int64_t> out;
+    std::optional<std::size_t> solved;  // the element that is -1
+    bool introduced = false;            // where the model's target had no -1
+    for (std::size_t i = 0; i < c.ints.size(); ++i) {
+      if (const auto k = c.ints[i].constant()) {
+        // Two -1 are a Reshape the model could not run: no fold.
+        if (*k == -1 && std::exchange(solved, i)) return std::nullopt;
+        out.push_back(*k);
+      } else if (copies && x.known && i < x.rank() && equal(c.ints[i], x.dims[i]) == truth::yes) {
+        out.push_back(0);
+      } else if (solved) {
+        return std::nullopt;
+      } else {
+        solved = i;
+        introduced = true;
+        out.push_back(-1);
+      }
+    }
+    if (introduced)
+      for (std::size_t i = 0; i < out.size(); ++i)
+        if (i != *solved && out[i] <= 0) return std::nullopt;
+    return out;
+  }
+
+  // No near miss, as for the eliminations: most computed targets hold dims no constant states.
+  static constexpr auto pattern =
+      op<"Reshape">(capture<"x">, capture<"shape">.where("computed, not a constant", computed))
+          .where("of a target a constant states",
+                 [](const graph& g, node_id n) { return target(g, n).has_value(); });
+  // A Shape of x: each element x's dim at its index, which the facts prove however x's dims are.
+  static constexpr auto sources = pattern::sources(source<"shape">(op<"Shape">(capture<"x">)));
+
+  static bool resembles(const graph&, node_id) { return false; }
+
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
+    const std::vector<std::int64_t> shape = *target(g, m.root());
+    const std::string target = e.constant(dtype::int64, {std::int64_t(shape.size())},
+                                          std::vector<double>(shape.begin(), shape.end()));
+    e.replace_root(e.copy(m.root(), {e.value(get<"x">(m)), target}));
   }
 };
 

@@ -4,7 +4,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <numeric>
 #include <optional>
+#include <set>
 #include <string_view>
 #include <unordered_map>
 #include <unordered_set>
@@ -28,7 +30,8 @@ std::vector<onnx::GraphProto*> bodies(onnx::NodeProto& n) {
 }
 
 // Every name the nodes of g, and of the subgraphs within them, read; and g's outputs.
-void names_read(const onnx::GraphProto& g, std::unordered_set<std::string>& out) {
+template <class Names>
+void names_read(const onnx::GraphProto& g, Names& out) {
   for (const onnx::ValueInfoProto& o : g.output()) out.insert(o.name());
   for (const onnx::NodeProto& n : g.node()) {
     out.insert(n.input().begin(), n.input().end());
@@ -55,6 +58,15 @@ std::vector<int> topological(const onnx::GraphProto& g) {
   for (int i = 0; i < g.node_size(); ++i)
     for (const std::string& out : g.node(i).output())
       if (!out.empty()) producer.emplace(out, i);
+  std::vector<int> order(std::size_t(g.node_size()));
+  std::iota(order.begin(), order.end(), 0);
+  // The model's own order, where every node reads only what an earlier one writes.
+  bool sorted = true;
+  for (int i = 0; i < g.node_size() && sorted; ++i)
+    for (const std::string& in : g.node(i).input())
+      if (auto it = producer.find(in); it != producer.end() && it->second >= i) sorted = false;
+  if (sorted) return order;
+  order.clear();
   std::vector<int> waiting(std::size_t(g.node_size()), 0);
   std::vector<std::vector<int>> readers(std::size_t(g.node_size()));
   for (int i = 0; i < g.node_size(); ++i)
@@ -63,7 +75,6 @@ std::vector<int> topological(const onnx::GraphProto& g) {
         ++waiting[std::size_t(i)];
         readers[std::size_t(it->second)].push_back(i);
       }
-  std::vector<int> order;
   std::vector<int> ready;  // a min-heap of node indices
   for (int i = 0; i < g.node_size(); ++i)
     if (waiting[std::size_t(i)] == 0) ready.push_back(i);
@@ -203,12 +214,13 @@ void erase_marked(onnx::GraphProto& g, const std::vector<char>& marked) {
 
 }  // namespace
 
-void merge_proven_equal(model& m, removed_ops& removed) {
+void merge_proven_equal(model& m, removed_ops& removed, const graph* as_is) {
   onnx::GraphProto& proto = *m.proto.mutable_graph();
   std::unordered_map<std::string, std::string> renamed;
   std::vector<char> merged(std::size_t(proto.node_size()), 0);
   {
-    const graph g(m);
+    std::optional<graph> indexed;
+    const graph& g = as_is != nullptr ? *as_is : indexed.emplace(m);
     const facts& f = facts_of(g);
     std::unordered_map<std::string, value_id> first;
     auto holds = [&](value_id v) {
@@ -287,9 +299,11 @@ void merge_duplicates(onnx::GraphProto& g, removed_ops& removed,
 int remove_dead(onnx::GraphProto& g, removed_ops& removed) {
   const std::vector<int> order = topological(g);
   if (order.empty() && g.node_size() > 0) return 0;
-  std::unordered_set<std::string> needed;
+  // Names in the graph as it is: nothing is erased until the end.
+  std::unordered_set<std::string_view> needed;
   for (const onnx::ValueInfoProto& o : g.output()) needed.insert(o.name());
   std::vector<char> dead(std::size_t(g.node_size()), 1);
+  int gone = 0;
   // Readers first: a node is live where a live node, a subgraph of one or the graph reads it.
   for (auto it = order.rbegin(); it != order.rend(); ++it) {
     onnx::NodeProto& n = *g.mutable_node(*it);
@@ -300,14 +314,12 @@ int remove_dead(onnx::GraphProto& g, removed_ops& removed) {
     }
     dead[std::size_t(*it)] = 0;
     needed.insert(n.input().begin(), n.input().end());
-    for (onnx::GraphProto* body : bodies(n)) names_read(*body, needed);
+    for (onnx::GraphProto* body : bodies(n)) {
+      gone += remove_dead(*body, removed);
+      names_read(*body, needed);
+    }
   }
-  erase_marked(g, dead);
-  auto& nodes = *g.mutable_node();
-  int gone = 0;
-  for (onnx::NodeProto& n : nodes)
-    for (onnx::GraphProto* body : bodies(n)) gone += remove_dead(*body, removed);
-  std::unordered_set<std::string> inputs;
+  std::unordered_set<std::string_view> inputs;
   for (const onnx::ValueInfoProto& in : g.input()) inputs.insert(in.name());
   auto& initializers = *g.mutable_initializer();
   const auto kept = std::remove_if(initializers.begin(), initializers.end(), [&](const auto& t) {
@@ -316,16 +328,49 @@ int remove_dead(onnx::GraphProto& g, removed_ops& removed) {
   gone += int(initializers.end() - kept);
   initializers.erase(kept, initializers.end());
   // The declared types of values no node writes any more go with them.
-  std::unordered_set<std::string> written;
-  for (const onnx::NodeProto& n : nodes) written.insert(n.output().begin(), n.output().end());
+  std::unordered_set<std::string_view> written;
+  for (int i = 0; i < g.node_size(); ++i)
+    if (!dead[std::size_t(i)]) written.insert(g.node(i).output().begin(), g.node(i).output().end());
   auto& declared = *g.mutable_value_info();
   declared.erase(std::remove_if(declared.begin(), declared.end(),
                                 [&](const auto& v) { return !written.contains(v.name()); }),
                  declared.end());
+  erase_marked(g, dead);
   return gone;
 }
 
-bool sweep(model& m, const rewrite::options& run, rewrite::report& out) {
+int remove_uncalled_functions(onnx::ModelProto& m) {
+  // The calls the graph makes, and those each called function's body makes in turn.
+  std::set<std::pair<std::string, std::string>> called;
+  std::vector<const onnx::NodeProto*> open;
+  std::function<void(const onnx::NodeProto&)> reach = [&](const onnx::NodeProto& n) {
+    open.push_back(&n);
+    for (const onnx::AttributeProto& a : n.attribute()) {
+      if (a.has_g())
+        for (const onnx::NodeProto& inner : a.g().node()) reach(inner);
+      for (const onnx::GraphProto& body : a.graphs())
+        for (const onnx::NodeProto& inner : body.node()) reach(inner);
+    }
+  };
+  for (const onnx::NodeProto& n : m.graph().node()) reach(n);
+  while (!open.empty()) {
+    const onnx::NodeProto& n = *open.back();
+    open.pop_back();
+    if (!called.emplace(n.domain(), n.op_type()).second) continue;
+    for (const onnx::FunctionProto& f : m.functions())
+      if (f.domain() == n.domain() && f.name() == n.op_type())
+        for (const onnx::NodeProto& inner : f.node()) reach(inner);
+  }
+  auto& functions = *m.mutable_functions();
+  const auto kept = std::remove_if(functions.begin(), functions.end(), [&](const auto& f) {
+    return !called.contains({f.domain(), f.name()});
+  });
+  const int gone = int(functions.end() - kept);
+  functions.erase(kept, functions.end());
+  return gone;
+}
+
+bool sweep(model& m, const rewrite::options& run, rewrite::report& out, const graph* as_is) {
   onnx::GraphProto& g = *m.proto.mutable_graph();
   const auto removed_by = [&](std::string_view name) -> removed_ops& {
     if (std::find(out.rules.begin(), out.rules.end(), name) == out.rules.end())
@@ -341,7 +386,7 @@ bool sweep(model& m, const rewrite::options& run, rewrite::report& out) {
   if (run.runs(duplicate_elimination)) {
     removed_ops& removed = removed_by(duplicate_elimination);
     before += count(removed);
-    merge_proven_equal(m, removed);
+    merge_proven_equal(m, removed, as_is);
     merge_duplicates(g, removed, m.directory());
     after += count(removed);
   }
@@ -350,6 +395,8 @@ bool sweep(model& m, const rewrite::options& run, rewrite::report& out) {
     before += count(removed);
     if (const int initializers = remove_dead(g, removed); initializers > 0)
       removed["initializer"] += initializers;
+    if (const int functions = remove_uncalled_functions(m.proto); functions > 0)
+      removed["function"] += functions;
     after += count(removed);
   }
   return after > before;

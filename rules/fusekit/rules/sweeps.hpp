@@ -19,8 +19,8 @@
 //
 //   dead-node-elimination: a node none of whose outputs is read, by a node, a subgraph or as a
 //   graph output, goes, and so does what only it read; an initializer nothing reads that is no
-//   graph input goes too. What an exporter leaves, and what a fusion that forwarded a value left
-//   behind it.
+//   graph input goes too, and so does a local function no node calls (every call inlined).
+//   What an exporter leaves, and what a fusion that forwarded a value left behind it.
 //
 // Sweeps, not rules: the nodes that compute one value may be a chain of any length (a TorchScript
 // export computes the same shape arithmetic once per reader), and a walk in topological order
@@ -60,15 +60,22 @@ void merge_duplicates(onnx::GraphProto& g, removed_ops& removed,
 
 // Merges each value of m's graph whose elements the facts prove equal to an earlier value's (an
 // integer or boolean tensor of known dims, facts.hpp) into that value. A value that is a graph
-// output, or that a subgraph reads, lives on.
-void merge_proven_equal(model& m, removed_ops& removed);
+// output, or that a subgraph reads, lives on. `as_is`: m's index, where the caller has it (its
+// facts are then not computed again).
+void merge_proven_equal(model& m, removed_ops& removed, const graph* as_is = nullptr);
 
 // Removes the nodes of g and of its subgraphs that nothing reads, and the initializers nothing
 // reads that are no graph input; returns how many initializers went.
 int remove_dead(onnx::GraphProto& g, removed_ops& removed);
 
+// Removes the local functions of m that no node calls, in its graph, its subgraphs or the body of
+// a function called; returns how many went.
+int remove_uncalled_functions(onnx::ModelProto& m);
+
 // The sweeps `run` names (every one when it names none) over m's graph, each added to the
-// report's rules (once) with what it removed; whether they removed anything.
-bool sweep(model& m, const rewrite::options& run, rewrite::report& out);
+// report's rules (once) with what it removed; whether they removed anything. `as_is`: m's index,
+// where the caller has it.
+bool sweep(model& m, const rewrite::options& run, rewrite::report& out,
+           const graph* as_is = nullptr);
 
 }  // namespace fusekit::rules
