@@ -330,3 +330,40 @@ TEST(Sweeps, TheRulesRunAgainOnWhatTheyLeave) {
   fusekit::rules::fuse_all(m);
   EXPECT_EQ(m.proto.SerializeAsString(), once);
 }
+
+TEST(Sweeps, ADuplicateADeadSubgraphReadMergesInTheSameRun) {
+  // b = Neg(x) copies a = Neg(x), but the branch of an If nothing reads reads b by name, so b
+  // lives on until the If goes. The sweeps then run again: a second run changes nothing.
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {4});
+  auto first = b.op("Neg", {x});
+  auto copy = b.op("Neg", {x});
+  b.output(b.op("Mul", {first, copy}), dtype::float32, {4});
+  auto then_branch = b.subgraph("then");
+  then_branch.output(then_branch.op("Abs", {copy}), dtype::float32);
+  auto else_branch = b.subgraph("else");
+  else_branch.output(else_branch.op("Relu", {copy}), dtype::float32);
+  b.op("If", {b.input("flag", dtype::boolean, {})},
+       {{"then_branch", then_branch.proto()}, {"else_branch", else_branch.proto()}});
+  fusekit::model m = b.build_model();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(ops_of(m.proto.graph()), "Neg Mul ");
+  const std::string once = m.proto.SerializeAsString();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(m.proto.SerializeAsString(), once);
+}
+
+TEST(Sweeps, TheModelAsItCameIsSurveyedOnce) {
+  // The model holds a fused Attention and a node nothing reads: the sweep changes the model
+  // before any rule does, and the rules look again; the report names the fused op once.
+  model_builder b(23);
+  auto q = b.input("q", dtype::float32, {1, 2, 3, 4});
+  auto k = b.input("k", dtype::float32, {1, 2, 3, 4});
+  auto v = b.input("v", dtype::float32, {1, 2, 3, 4});
+  b.output(b.op("Attention", {q, k, v}, {}, {.name = "attention"}), dtype::float32, {1, 2, 3, 4});
+  b.op("Neg", {q});
+  fusekit::model m = b.build_model();
+  const auto report = fusekit::rules::fuse_all(m);
+  EXPECT_EQ(ops_of(m.proto.graph()), "Attention ");
+  EXPECT_EQ(report.already_fused, std::vector<std::string>{"Attention 'attention'"});
+}

@@ -14,6 +14,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <exception>
 #include <limits>
@@ -208,9 +209,10 @@ class schema_context final : public onnx::InferenceContext {
 // GatherND copies data's dims from batch_dims plus indices' last dim on, before the first where
 // that is negative (a crash); Split from opset 18 makes num_outputs parts and writes one per
 // output, past the parts' end where the node has more outputs; Attention reads dims of its value
-// as numbers even where they are none. Rules also read an int attribute as an int: an axis past
-// its range wraps into it, and Split's axis dim past it wraps too. The input dims themselves need
-// no check: a negative one is written as no number at all (schema_context::write).
+// as numbers even where they are none; Einsum's rule parses its equation unchecked and did not
+// return on a fuzzed one ("bij,bkj-" and bytes past ASCII). Rules also read an int attribute as an
+// int: an axis past its range wraps into it, and Split's axis dim past it wraps too. The input dims
+// themselves need no check: a negative one is written as no number at all (schema_context::write).
 //
 // Why ONNX's rule cannot read `node` as it stands, as a phrase after the node's name; empty where
 // it can. Ranks only where its inputs' shapes are known: a rule with no shape to read reads none.
@@ -239,6 +241,22 @@ inline std::string schema_rule_refusal(const onnx::NodeProto& node, std::int64_t
       return "sets '" + a.name() + "' to " + std::to_string(a.i()) +
              ", which ONNX's rule reads as an int";
   const std::string_view op = node.op_type();
+  if (op == "Einsum") {
+    std::string_view equation;
+    for (const auto& a : node.attribute())
+      if (a.name() == "equation") equation = a.s();
+    const std::size_t arrow = equation.find("->");
+    bool well_formed = true;
+    for (std::size_t i = 0; i < equation.size(); ++i) {
+      const char c = equation[i];
+      well_formed =
+          well_formed && (std::isalpha(static_cast<unsigned char>(c)) || c == ',' || c == ' ' ||
+                          c == '.' || (c == '-' && i == arrow) ||
+                          (c == '>' && arrow != std::string_view::npos && i == arrow + 1));
+    }
+    if (!well_formed)
+      return "has an equation of other than letters, commas, spaces, dots and one \"->\"";
+  }
   if (op == "GatherND") {
     const std::int64_t b = int_attribute("batch_dims").value_or(0);
     const auto r = rank(0), q = rank(1);

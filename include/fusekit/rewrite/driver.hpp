@@ -8,7 +8,8 @@
 // was, so topological order holds; the matched nodes that nothing else reads any more are removed,
 // the others stay; outputs keep their names. Passes repeat until no rule matches, so a second run
 // changes nothing, or until max_passes, which the report then says. The whole run is one
-// transaction: if anything throws, every graph and the opset imports are restored as they came.
+// transaction: if anything throws, every graph and the opset imports are restored as they came,
+// or, where an at_rest hook ran, as the hook left them.
 #pragma once
 
 #include <onnx/onnx_pb.h>
@@ -539,18 +540,19 @@ inline std::set<std::string> calls_holding_matches(model& m, std::span<const any
   return wanted;
 }
 
-// The passes of one run, to a fixed point or max_passes.
+// The passes of one run, to a fixed point or max_passes. `settled`: whether the at_rest hook ran,
+// after which the edits before it are final.
 inline void run_passes(model& m, std::span<const any_rule> running, const options& opts,
-                       survey first_look, const at_rest& settle, name_pool& names,
-                       journal& edits, report& out) {
+                       survey first_look, const at_rest& settle, name_pool& names, journal& edits,
+                       report& out, bool& settled) {
   // Nodes this run's fusions wrote: a later pass's near miss that stops at one is about a fusion
   // already made (an output projection reading the fused op), not a block left unfused. A
   // clean-up's node (negative priority) computes what the model did, and a near miss at it is
-  // still about a block left unfused.
+  // still about a block left unfused, unless it rewrote a node a fusion wrote.
   std::unordered_set<std::string> written;
-  for (;;) {
+  for (bool first = true;; first = false) {
     const graph g(m);
-    if (out.passes == 0 && first_look != nullptr) first_look(g, out);
+    if (first && first_look != nullptr) first_look(g, out);
     std::vector<detail::candidate> found;
     report attempt;
     std::vector<detail::deferred_miss> deferred;
@@ -571,14 +573,20 @@ inline void run_passes(model& m, std::span<const any_rule> running, const option
       out.fixed_point = !last;
       if (!settle) break;
       edits.checkpoint();
+      settled = true;
       if (!settle(g, m, out) || last) break;
       continue;
     }
     const std::vector<detail::candidate*> chosen = detail::select(found);
-    for (const detail::candidate* c : chosen)
-      for (const onnx::NodeProto& node :
-           c->priority < 0 ? std::span<const onnx::NodeProto>{} : c->edit->nodes())
+    for (const detail::candidate* c : chosen) {
+      const bool fusion =
+          c->priority >= 0 || std::any_of(c->nodes.begin(), c->nodes.end(), [&](node_id n) {
+            return written.contains(c->where->describe(n));
+          });
+      if (!fusion) continue;
+      for (const onnx::NodeProto& node : c->edit->nodes())
         written.insert(node.op_type() + " '" + node.name() + "'");  // as graph::describe
+    }
     detail::commit(g, m.proto, chosen, edits, out, names);
     ++out.passes;
   }
@@ -606,7 +614,8 @@ FUSEKIT_ENGINE_INLINE report fuse(model& m, std::span<const any_rule> rules, con
                                   ? m.proto.graph().node()
                                   : google::protobuf::RepeatedPtrField<onnx::NodeProto>();
   const auto opsets_as_given = m.proto.opset_import();
-  if (m.proto.functions_size() > 0) {
+  const bool had_functions = m.proto.functions_size() > 0;
+  if (had_functions) {
     const std::set<std::string> calls =
         detail::calls_holding_matches(m, running, opts, in_functions);
     for (const inlined_call& c : inline_functions(m.proto, names, [&](const onnx::NodeProto& call) {
@@ -615,12 +624,15 @@ FUSEKIT_ENGINE_INLINE report fuse(model& m, std::span<const any_rule> rules, con
       out.notes.push_back("inlined " + c.function + " called by '" + c.call +
                           "': its body holds a match");
   }
+  // The edits before the at_rest hook ran, the inlining included, are final: a failure after it
+  // restores the model as the hook left it.
+  bool settled = false;
   try {
     detail::journal edits;  // undone, before the inlining is, unless the whole run succeeds
-    detail::run_passes(m, running, opts, first_look, settle, names, edits, out);
+    detail::run_passes(m, running, opts, first_look, settle, names, edits, out, settled);
     edits.keep();
   } catch (...) {
-    if (m.proto.functions_size() > 0) {
+    if (had_functions && !settled) {
       *m.proto.mutable_graph()->mutable_node() = nodes_as_given;
       *m.proto.mutable_opset_import() = opsets_as_given;
     }

@@ -1,6 +1,7 @@
 // Edits of a model's repeated fields (nodes, initializers, opset imports) made in place and undone
 // on demand: elements move by pointer, never by copy; those an edit takes out are kept until the
-// run is kept, so a failure anywhere in a run restores the model as it came.
+// run is kept, so a failure anywhere in a run restores the model as it came, or as it was at the
+// last checkpoint.
 #pragma once
 
 #include <google/protobuf/repeated_ptr_field.h>

@@ -147,18 +147,27 @@ rewrite::report fuse_all(model& m, const rewrite::options& run,
   // What a sweep merged or removed can leave a rule more to do (a Not whose other reader was a
   // duplicate): the rules run again, and the sweeps after them, until neither changes the model,
   // so that a second run changes nothing. The sweeps and the Softmaxes' last word read the index
-  // and facts of the pass that found nothing. A sweep leaves nothing to a sweep right after it:
-  // where no rule changed the model since the sweeps did, they are not run again.
+  // and facts of the pass that found nothing. The sweeps run to their own fixed point (sweep()):
+  // where no rule changed the model since they did, they are not run again.
   int swept_at = -1;  // the passes the report counted when the sweeps last changed the model
+  bool explained = false;
   const rewrite::at_rest settle = [&](const graph& g, model& rested, rewrite::report& out) {
-    if (swept_at != out.passes && sweep(rested, current, out, &g)) {
+    if (swept_at == out.passes) {  // g is the model as it is
+      explain_every_softmax(g, out);
+    } else if (sweep(rested, current, out, &g)) {
       swept_at = out.passes;
       return true;
+    } else {
+      // What a sweep leaves uncounted (declarations of values no node writes, a copy's readers
+      // renamed) is no longer g.
+      explain_every_softmax(graph(rested), out);
     }
-    explain_every_softmax(g, out);
+    explained = true;
     return false;
   };
   rewrite::report out = rewrite::fuse(m, rules, current, &find_fused_attention, settle);
+  // A run stopped at max_passes may end on a sweep that changed the model.
+  if (!explained) explain_every_softmax(graph(m), out);
   for (const rewrite::any_rule& clean : cleaning_rules(attention))
     if (current.runs(clean.name())) out.count_instead_of_listing(std::string(clean.name()));
   return out;

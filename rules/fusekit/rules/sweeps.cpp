@@ -370,6 +370,21 @@ int remove_uncalled_functions(onnx::ModelProto& m) {
   return gone;
 }
 
+namespace {
+
+// The nodes of g and of its subgraphs that hold a subgraph.
+int subgraph_holders(const onnx::GraphProto& g) {
+  int n = 0;
+  for (const onnx::NodeProto& node : g.node())
+    for (const onnx::AttributeProto& a : node.attribute()) {
+      if (a.has_g()) n += 1 + subgraph_holders(a.g());
+      for (const onnx::GraphProto& body : a.graphs()) n += 1 + subgraph_holders(body);
+    }
+  return n;
+}
+
+}  // namespace
+
 bool sweep(model& m, const rewrite::options& run, rewrite::report& out, const graph* as_is) {
   onnx::GraphProto& g = *m.proto.mutable_graph();
   const auto removed_by = [&](std::string_view name) -> removed_ops& {
@@ -382,24 +397,31 @@ bool sweep(model& m, const rewrite::options& run, rewrite::report& out, const gr
     for (const auto& [op, k] : r) n += k;
     return n;
   };
-  int before = 0, after = 0;
-  if (run.runs(duplicate_elimination)) {
-    removed_ops& removed = removed_by(duplicate_elimination);
-    before += count(removed);
-    merge_proven_equal(m, removed, as_is);
-    merge_duplicates(g, removed, m.directory());
-    after += count(removed);
+  bool changed = false;
+  // A node that holds a subgraph keeps alive the names its subgraph reads, which no merge takes:
+  // where one went, the sweeps run again, so that a sweep after them finds nothing.
+  for (const graph* index = as_is;; index = nullptr) {
+    const int holders = subgraph_holders(g);
+    int before = 0, after = 0;
+    if (run.runs(duplicate_elimination)) {
+      removed_ops& removed = removed_by(duplicate_elimination);
+      before += count(removed);
+      merge_proven_equal(m, removed, index);
+      merge_duplicates(g, removed, m.directory());
+      after += count(removed);
+    }
+    if (run.runs(dead_node_elimination)) {
+      removed_ops& removed = removed_by(dead_node_elimination);
+      before += count(removed);
+      if (const int initializers = remove_dead(g, removed); initializers > 0)
+        removed["initializer"] += initializers;
+      if (const int functions = remove_uncalled_functions(m.proto); functions > 0)
+        removed["function"] += functions;
+      after += count(removed);
+    }
+    changed = changed || after > before;
+    if (after == before || subgraph_holders(g) == holders) return changed;
   }
-  if (run.runs(dead_node_elimination)) {
-    removed_ops& removed = removed_by(dead_node_elimination);
-    before += count(removed);
-    if (const int initializers = remove_dead(g, removed); initializers > 0)
-      removed["initializer"] += initializers;
-    if (const int functions = remove_uncalled_functions(m.proto); functions > 0)
-      removed["function"] += functions;
-    after += count(removed);
-  }
-  return after > before;
 }
 
 }  // namespace fusekit::rules
