@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <string>
 
 #include "fusekit/graph/model_builder.hpp"
 
@@ -25,6 +26,12 @@ value_id id(const graph& g, const value& v) { return *g.find_value(v.name); }
 std::vector<double> ints(std::initializer_list<std::int64_t> xs) { return {xs.begin(), xs.end()}; }
 value shape_constant(model_builder& b, std::initializer_list<std::int64_t> xs) {
   return b.initializer(dtype::int64, {std::int64_t(xs.size())}, ints(xs));
+}
+// "[1, S, ?]": the integer elements the facts hold of v.
+std::string elements_text(const fusekit::facts& f, value_id v) {
+  std::string out = "[";
+  for (const sym& e : f.content(v).ints) out += (out.size() > 1 ? ", " : "") + f.text(e);
+  return out + "]";
 }
 
 TEST(Sym, ArithmeticIsExactAndCanonical) {
@@ -804,6 +811,35 @@ TEST(Facts, ADimIsNeverEqualToANegativeNumber) {
   const auto model = b.build();
   const graph g(model);
   EXPECT_EQ(facts_of(g).shape_text(id(g, y)), "[B, S]");
+}
+
+// torch.export writes x.expand(b, 1, -1, -1) as Expand(x, Abs(shape)): -1 and 1 both keep x's
+// dim, and a dim is its own magnitude. An element of unknown sign stays unknown.
+TEST(Facts, AnExpandToTheMagnitudesOfATargetKeepsTheDimsMinusOneKeeps) {
+  model_builder b(17);
+  auto ids = b.input("ids", dtype::int64, {"B", "S"});
+  auto x = b.input("x", dtype::float32, {1, 1, "S", "T"});
+  auto batch = b.op("Shape", {ids}, {{"start", std::int64_t{0}}, {"end", std::int64_t{1}}});
+  auto target =
+      b.op("Concat", {batch, shape_constant(b, {1, -1, -1})}, {{"axis", std::int64_t{0}}});
+  auto y = b.op("Expand", {x, b.op("Abs", {target})});
+  auto signed_dims = b.op("Sub", {shape_constant(b, {0, 0, 0, 0}), b.op("Shape", {x})});
+  auto z = b.op("Abs", {signed_dims});
+  auto s_minus_t =
+      b.op("Sub", {b.op("Shape", {x}, {{"start", std::int64_t{2}}, {"end", std::int64_t{3}}}),
+                   b.op("Shape", {x}, {{"start", std::int64_t{3}}})});
+  auto w = b.op("Abs", {s_minus_t});
+  b.output(y);
+  b.output(z);
+  b.output(w);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(f.shape_text(id(g, y)), "[B, 1, S, T]");
+  // 0 - shape is [-1, -1, -S, -T]: numbers and negated dims have known magnitudes; S - T has no
+  // known sign.
+  EXPECT_EQ(elements_text(f, id(g, z)), "[1, 1, S, T]");
+  EXPECT_EQ(elements_text(f, id(g, w)), "[?]");
 }
 
 }  // namespace

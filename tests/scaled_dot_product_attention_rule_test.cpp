@@ -818,6 +818,48 @@ TEST(SdpaMasks, AMaskWhoseKeyLengthIsNotProvenIsExpandedToVsAsTheAddBroadcastIt)
   EXPECT_EQ(std::count(ops.begin(), ops.end(), "Expand"), 1);
 }
 
+// torch.export writes mask.expand(batch, 1, -1, -1) as Expand(mask, Abs(target)), -1 for each dim
+// kept (onnxscript's SmolLM and Whisper decoder test models, with a past).
+struct expanded_mask_block {
+  bool target_from_input = false;  // the Expand's target a graph input, not built from dims
+
+  model build() const {
+    model_builder b(18);
+    auto q = b.input("q", dtype::float32, {"B", 4, "S", 8});
+    auto k = b.input("k", dtype::float32, {"B", 4, "T", 8});
+    auto v = b.input("v", dtype::float32, {"B", 4, "T", 8});
+    auto mask = b.input("mask", dtype::float32, {1, 1, "S", "T"});
+    auto target =
+        target_from_input
+            ? b.input("target", dtype::int64, {4})
+            : b.op("Concat",
+                   {b.op("Shape", {q}, {{"start", std::int64_t{0}}, {"end", std::int64_t{1}}}),
+                    b.initializer(dtype::int64, {3}, {1, -1, -1})},
+                   {{"axis", std::int64_t{0}}});
+    auto expanded = b.op("Expand", {mask, b.op("Abs", {target})}, {}, {.name = "expanded"});
+    auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+    auto scores = b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float32, 0.125)});
+    auto p = b.op("Softmax", {b.op("Add", {scores, expanded})}, {{"axis", -1}});
+    b.output(b.op("MatMul", {p, v}, {}, {.name = "context"}));
+    return b.build_model();
+  }
+};
+
+TEST(SdpaMasks, AMaskExpandedToTheMagnitudesOfDimsAndMinusOnesIsProven) {
+  model m = expanded_mask_block{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  EXPECT_EQ(report.fusions[0].params["mask"], "attention bias");
+}
+
+TEST(SdpaMasks, AMaskExpandedToATargetNothingProvesIsANearMiss) {
+  // The target is read at run time: no dim of the expanded mask is known.
+  EXPECT_EQ(near_miss_of(expanded_mask_block{.target_from_input = true}.build()),
+            "MatMul 'context': the mask [dim 0 of 'expanded', dim 1 of 'expanded', dim 2 of "
+            "'expanded', T] is not proven to be (batch or 1, heads or 1, sequence, key length) "
+            "for q [B, 4, S, 8] and v [B, 4, T, 8]");
+}
+
 TEST(SdpaPrescaled, NearMisses) {
   // A select whose fill is no −inf: added as a bias, −10000 would not hide what it hid.
   EXPECT_EQ(near_miss_of(prescaled_block{.select_mask = true, .select_fill = -1e4}.build()),
@@ -859,6 +901,12 @@ TEST(SdpaRule, EverySoftmaxLeftIsExplained) {
   auto top = b.ops("TopK", {router, b.initializer(dtype::int64, {1}, {2})}, {}, {.outputs = 2});
   // A Softmax of no product, a graph output.
   auto plain = b.op("Softmax", {x}, {{"axis", -1}}, {.name = "plain"});
+  // JetMoE's router: the Softmax of the k largest gate logits, which a Gemm computed.
+  auto logits = b.op("Gemm", {b.input("tokens", dtype::float32, {12, 8}),
+                              b.initializer(dtype::float32, {8, 4}, std::vector<double>(32, 0.1))});
+  auto picked = b.ops("TopK", {logits, b.initializer(dtype::int64, {1}, {2})}, {{"axis", 1}},
+                      {.name = "pick", .outputs = 2});
+  auto gates = b.op("Softmax", {picked[0]}, {{"axis", 1}}, {.name = "gates"});
   // Probabilities read as the second operand: vᵀ·pᵀ is no block the rule knows.
   auto q = b.input("q", dtype::float32, {2, 4, 6, 8});
   auto p =
@@ -868,7 +916,7 @@ TEST(SdpaRule, EverySoftmaxLeftIsExplained) {
            {{"axis", -1}}, {.name = "right"});
   auto pv = b.op("MatMul",
                  {b.op("Transpose", {q}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}}), p});
-  for (const auto& out : {top[0], top[1], plain, pv}) b.output(out);
+  for (const auto& out : {top[0], top[1], plain, gates, picked[1], pv}) b.output(out);
   model m = b.build_model();
   const auto report = fusekit::rules::fuse_all(m);
   std::vector<std::string> got;
@@ -879,9 +927,11 @@ TEST(SdpaRule, EverySoftmaxLeftIsExplained) {
                      "'TopK_3'",
                      "Softmax 'plain': no MatMul computes its input within 8 nodes: these are no "
                      "attention scores",
+                     "Softmax 'gates': its input is the values TopK 'pick' kept, as a "
+                     "mixture-of-experts router picks its experts: these are no attention scores",
                      "Softmax 'right': no MatMul reads its probabilities as its first operand "
                      "(through Reshape, Cast, Where, Identity or Dropout): they are read by MatMul "
-                     "'MatMul_7' (input 1)"}));
+                     "'MatMul_10' (input 1)"}));
   // A near miss at the ·V MatMul already names its block's Softmax: nothing is added.
   model tried = block{.softmax_axis = 1}.build();
   const auto one = fusekit::rules::fuse_all(tried);

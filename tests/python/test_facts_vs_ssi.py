@@ -44,9 +44,6 @@ NOT_KNOWN_YET: dict[str, str] = {
     # GPTBigCode 4.49's multi-query cache is one tensor for k and v, split by a Slice of a
     # run-time size.
     "transformers-4.49/gpt_bigcode_decode.ts17*": "a Slice of a run-time size",
-    # torch 2.6's dynamo export expands the class token to a shape it computes from a constant
-    # the facts do not fold.
-    "transformers-4.49/vit.dynamo18*": "an Expand to a computed shape",
 }
 
 # Every fixture the manifest lists and every file there: a missing one fails, never skips.

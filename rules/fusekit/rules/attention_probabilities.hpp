@@ -22,6 +22,19 @@ inline bool computed_from_a_product(const graph& g, value_id x, int depth = 8) {
   return false;
 }
 
+// The TopK whose values x is computed from within a few nodes upstream, or no_id: the gate weights
+// of the experts a mixture-of-experts router picked (JetMoE's attention experts), which a Softmax
+// normalises as it would scores.
+inline node_id top_k_upstream(const graph& g, value_id x, int depth = 8) {
+  const node_id p = g.producer(x);
+  if (p == no_id || depth == 0 || !g.domain(p).empty()) return no_id;
+  if (g.op_type(p) == "TopK") return g.output(p, 0) == x ? p : no_id;
+  for (value_id in : g.inputs(p))
+    if (in != no_id)
+      if (const node_id top = top_k_upstream(g, in, depth - 1); top != no_id) return top;
+  return no_id;
+}
+
 // The ops between Softmax and the ·V MatMul that keep the probabilities' values: a Reshape, a
 // Cast, the NaN guard's Where (its third input), an identity at inference.
 inline bool keeps_probabilities(std::string_view op) {
@@ -73,8 +86,13 @@ inline std::vector<use> probability_readers(const graph& g, node_id softmax) {
 // Why a Softmax is no block the rules try: its scores come from no product, or no MatMul reads
 // its probabilities as its first operand; "" when it is one.
 inline std::string not_a_block_because(const graph& g, node_id softmax) {
-  if (!computed_from_a_product(g, g.input(softmax, 0)))
+  if (!computed_from_a_product(g, g.input(softmax, 0))) {
+    if (const node_id top = top_k_upstream(g, g.input(softmax, 0)); top != no_id)
+      return "its input is the values " + g.describe(top) +
+             " kept, as a mixture-of-experts router picks its experts: these are no attention "
+             "scores";
     return "no MatMul computes its input within 8 nodes: these are no attention scores";
+  }
   std::string readers;
   for (const use& u : probability_readers(g, softmax)) {
     if (g.op_type(u.node) == "MatMul" && g.domain(u.node).empty() && u.slot == 0) return {};

@@ -1,12 +1,13 @@
 // The facts' rules of ONNX's math and logical ops (onnx/defs/math, onnx/defs/logical): the
-// activations and other ops whose output has their input's shape (Neg, Sqrt and Reciprocal of a
-// folded tensor fold too; ONNX Runtime's FastGelu and QuickGelu, activations of com.microsoft,
+// activations and other ops whose output has their input's shape (Neg, Abs, Sqrt and Reciprocal of
+// a folded tensor fold too; ONNX Runtime's FastGelu and QuickGelu, activations of com.microsoft,
 // with them), the broadcasting ops of two or more operands, Expand, MatMul, Gemm, Einsum, CumSum.
 #pragma once
 
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -17,15 +18,29 @@
 
 namespace fusekit::facts_detail {
 
-// The output has the input's shape; Neg, Sqrt and Reciprocal of a folded tensor fold too.
+// The output has the input's shape; Neg, Abs, Sqrt and Reciprocal of a folded tensor fold too.
 inline void infer_unary(rule_context& cx, node_id n, std::string_view op) {
   content_fact c;
   const content_fact& x = cx.in_content(n, 0);
-  if (x.known && in(op, {"Neg", "Sqrt", "Reciprocal"})) {
+  if (x.known && in(op, {"Neg", "Abs", "Sqrt", "Reciprocal"})) {
     c = x;
     if (op == "Neg") {
       for (sym& e : c.ints) e = sym::constant(0) - e;
       for (double& e : c.reals) e = -e;
+    } else if (op == "Abs") {
+      // torch.export writes expand(b, 1, -1, -1) as Expand(x, Abs(shape)): a -1 keeps the dim
+      // as a 1 does, and a dim is its own magnitude. An expression of unknown sign stays open.
+      for (sym& e : c.ints) {
+        const sym negated = sym::constant(0) - e;
+        // The lowest int64 has no magnitude: Abs wraps it to itself.
+        if (const auto k = e.constant())
+          e = sym::constant(*k < 0 && *k != std::numeric_limits<std::int64_t>::min() ? -*k : *k);
+        else if (is_non_negative(negated))
+          e = negated;
+        else if (!is_non_negative(e))
+          e = sym::unknown();
+      }
+      for (double& e : c.reals) e = std::fabs(e);
     } else {
       if (!c.real) c = as_reals(c);
       for (double& e : c.reals) e = op == "Sqrt" ? std::sqrt(e) : 1.0 / e;
