@@ -351,7 +351,8 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
             R"("constant-to-initializer":{"Constant":1},)"
             R"("constant-view-folding":{},"dead-node-elimination":{},)"
             R"("duplicate-elimination":{},"identity-elimination":{"Identity":1},)"
-            R"("no-op-elimination":{},"not-elimination":{},"reshape-folding":{},)"
+            R"("no-op-elimination":{},"not-elimination":{},"pad-into-conv":{},)"
+            R"("reshape-folding":{},)"
             R"("reshape-target-folding":{},"transpose-folding":{},)"
             R"("unsqueeze-folding":{}})");
   // Named without them, the library leaves the graph as it is.

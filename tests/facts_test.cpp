@@ -815,6 +815,39 @@ TEST(Facts, ADimIsNeverEqualToANegativeNumber) {
 
 // torch.export writes x.expand(b, 1, -1, -1) as Expand(x, Abs(shape)): -1 and 1 both keep x's
 // dim, and a dim is its own magnitude. An element of unknown sign stays unknown.
+// timm's TensorFlow-style "same" padding computes each pad from the input size as floats:
+// max((ceil(224 / 2) - 1) * 2 + 3 - 224, 0), halved, cast to int64. Each step folds.
+TEST(Facts, CeilFloorRoundAndClipOfHeldNumbersFold) {
+  model_builder b(17);
+  auto size = b.scalar(dtype::float32, 224);
+  auto out = b.op("Ceil", {b.op("Div", {size, b.scalar(dtype::float32, 2)})});
+  auto total =
+      b.op("Sub", {b.op("Add", {b.op("Mul", {b.op("Sub", {out, b.scalar(dtype::float32, 1)}),
+                                             b.scalar(dtype::float32, 2)}),
+                                b.scalar(dtype::float32, 3)}),
+                   size});
+  auto clipped = b.op("Clip", {total, b.scalar(dtype::float32, 0)});
+  auto half = b.op("Cast", {b.op("Div", {clipped, b.scalar(dtype::float32, 2)})},
+                   {{"to", std::int64_t(dtype::int64)}});
+  auto floors = b.op("Floor", {b.initializer(dtype::float32, {3}, {-1.5, 0.5, 2.5})});
+  auto rounds = b.op("Round", {b.initializer(dtype::float32, {3}, {-1.5, 0.5, 2.5})});
+  auto capped =
+      b.op("Clip", {b.initializer(dtype::int64, {3}, {-4, 3, 9}),
+                    b.initializer(dtype::int64, {}, {0}), b.initializer(dtype::int64, {}, {5})});
+  auto open = b.op("Clip", {size, b.input("low", dtype::float32, {})});
+  for (const auto& v : {half, floors, rounds, capped, open}) b.output(v);
+  const auto model = b.build();
+  const graph g(model);
+  const auto& f = facts_of(g);
+  EXPECT_EQ(elements_text(f, id(g, half)), "[0]");  // (111 * 2 + 3 - 224) / 2 = 0.5, truncated
+  EXPECT_EQ(f.content(id(g, floors)).reals, (std::vector<double>{-2, 0, 2}));
+  // Round halves to even, as ONNX's Round does.
+  EXPECT_EQ(f.content(id(g, rounds)).reals, (std::vector<double>{-2, 0, 2}));
+  EXPECT_EQ(elements_text(f, id(g, capped)), "[0, 3, 5]");
+  // A bound read at run time: nothing is held.
+  EXPECT_FALSE(f.content(id(g, open)).known);
+}
+
 TEST(Facts, AnExpandToTheMagnitudesOfATargetKeepsTheDimsMinusOneKeeps) {
   model_builder b(17);
   auto ids = b.input("ids", dtype::int64, {"B", "S"});

@@ -130,6 +130,7 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
                                           "reshape-target-folding",
                                           "unsqueeze-folding",
                                           "batch-normalization-into-conv",
+                                          "pad-into-conv",
                                           "duplicate-elimination",
                                           "dead-node-elimination"};
   auto then_cleaning = [&](std::vector<std::string> fusions) {

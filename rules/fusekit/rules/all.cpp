@@ -51,7 +51,8 @@ std::vector<rewrite::any_rule> cleaning_rules(const fusion_options& options) {
           reshape_folding_rule(),
           reshape_target_folding_rule(),
           unsqueeze_folding_rule(),
-          batch_normalization_into_conv_rule()};
+          batch_normalization_into_conv_rule(),
+          pad_into_conv_rule()};
 }
 
 std::vector<std::string_view> names() {

@@ -72,6 +72,7 @@ rewrite::any_rule reshape_target_folding_rule();
 rewrite::any_rule unsqueeze_folding_rule();
 // A BatchNormalization at inference folded into the Conv before it.
 rewrite::any_rule batch_normalization_into_conv_rule();
+rewrite::any_rule pad_into_conv_rule();
 // The rules above that clean the graph rather than fuse: bundled() runs them with the fusions (a
 // fusion then sees the graph cleaned, and the Constants a fusion writes become initializers), and
 // fuse_all's report counts their edits (report::cleaned) rather than listing them.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "batch_normalization_folding.hpp"
+#include "pad_folding.hpp"
 #include "check_bundled_rule.hpp"
 #include "constant_evaluation.hpp"
 #include "constant_folding.hpp"
@@ -55,6 +56,7 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_target_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(unsqueeze_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(pad_into_conv);
 #undef FUSEKIT_CHECKED_IN_ITS_FAMILY
 
 namespace {
@@ -124,6 +126,7 @@ std::span<const checked> library() {
       rule<reshape_target_folding>(true, false),
       rule<unsqueeze_folding>(true, false),
       rule<batch_normalization_into_conv>(true, false),
+      rule<pad_into_conv>(true, false),
   };
   return rules;
 }

@@ -4,10 +4,12 @@
 // with them), the broadcasting ops of two or more operands, Expand, MatMul, Gemm, Einsum, CumSum.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -18,13 +20,50 @@
 
 namespace fusekit::facts_detail {
 
-// The output has the input's shape; Neg, Abs, Sqrt and Reciprocal of a folded tensor fold too.
+// Clip of held elements to its bounds (inputs from opset 11, attributes before), each bound
+// absent or a held scalar; an unknown element or bound leaves nothing held.
+inline content_fact clipped(rule_context& cx, node_id n, const content_fact& x) {
+  const auto bound = [&](std::size_t slot, const char* attribute,
+                         double none) -> std::optional<double> {
+    if (cx.g.opset("") < 11)
+      return double(cx.g.attribute_float(n, attribute).value_or(float(none)));
+    const value_id v = cx.g.input(n, slot);
+    if (v == no_id) return none;
+    const content_fact& c = cx.content(v);
+    if (!c.known || c.size() != 1) return std::nullopt;
+    if (c.real) return c.reals[0];
+    const auto k = c.ints[0].constant();
+    return k ? std::optional<double>(double(*k)) : std::nullopt;
+  };
+  const auto low = bound(1, "min", -INFINITY), high = bound(2, "max", INFINITY);
+  if (!low || !high) return {};
+  content_fact c = x;
+  for (double& e : c.reals) e = std::min(std::max(e, *low), *high);
+  // Integers compared as they are: a bound of an integer Clip is one of their type.
+  for (sym& e : c.ints) {
+    const auto k = e.constant();
+    if (!k) return {};
+    if (double(*k) < *low) e = sym::constant(std::int64_t(*low));
+    if (double(*k) > *high) e = sym::constant(std::int64_t(*high));
+  }
+  return c;
+}
+
+// The output has the input's shape; Neg, Abs, Sqrt, Reciprocal, Ceil, Floor, Round and Clip of a
+// folded tensor fold too.
 inline void infer_unary(rule_context& cx, node_id n, std::string_view op) {
   content_fact c;
   const content_fact& x = cx.in_content(n, 0);
-  if (x.known && in(op, {"Neg", "Abs", "Sqrt", "Reciprocal"})) {
+  if (x.known && in(op, {"Neg", "Abs", "Sqrt", "Reciprocal", "Ceil", "Floor", "Round", "Clip"})) {
     c = x;
-    if (op == "Neg") {
+    if (op == "Clip") {
+      c = clipped(cx, n, x);
+    } else if (in(op, {"Ceil", "Floor", "Round"})) {
+      // Of floats alone: timm's TensorFlow-style "same" padding, ceil(size / stride), as numbers.
+      if (!c.real) return cx.set(n, 0, cx.in_shape(n, 0));
+      for (double& e : c.reals)
+        e = op == "Ceil" ? std::ceil(e) : op == "Floor" ? std::floor(e) : std::nearbyint(e);
+    } else if (op == "Neg") {
       for (sym& e : c.ints) e = sym::constant(0) - e;
       for (double& e : c.reals) e = -e;
     } else if (op == "Abs") {
