@@ -862,9 +862,7 @@ TEST(Facts, AnExpandToTheMagnitudesOfATargetKeepsTheDimsMinusOneKeeps) {
       b.op("Sub", {b.op("Shape", {x}, {{"start", std::int64_t{2}}, {"end", std::int64_t{3}}}),
                    b.op("Shape", {x}, {{"start", std::int64_t{3}}})});
   auto w = b.op("Abs", {s_minus_t});
-  b.output(y);
-  b.output(z);
-  b.output(w);
+  for (const auto& v : {y, z, w}) b.output(v);
   const auto model = b.build();
   const graph g(model);
   const auto& f = facts_of(g);
