@@ -4,6 +4,7 @@
 // (`not_a_block_because`), so no Softmax in a model goes unreported.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,27 +13,38 @@
 
 namespace fusekit::rules::sdpa {
 
-// Whether a MatMul within a few nodes upstream of x computes it (QKᵀ, in whatever form).
-inline bool computed_from_a_product(const graph& g, value_id x, int depth = 8) {
+// What a walk upstream makes of a node: the one sought, a node to walk through, or the end of
+// this path.
+enum class upstream : std::uint8_t { through, found, dead_end };
+// The first node within `depth` ai.onnx producers upstream of x, through any input, that `judge`
+// finds, or no_id.
+template <class Judge>
+node_id found_upstream(const graph& g, value_id x, const Judge& judge, int depth = 8) {
   const node_id p = g.producer(x);
-  if (p == no_id || depth == 0 || !g.domain(p).empty()) return false;
-  if (g.op_type(p) == "MatMul") return true;
+  if (p == no_id || depth == 0 || !g.domain(p).empty()) return no_id;
+  const upstream verdict = judge(p, x);
+  if (verdict != upstream::through) return verdict == upstream::found ? p : no_id;
   for (value_id in : g.inputs(p))
-    if (in != no_id && computed_from_a_product(g, in, depth - 1)) return true;
-  return false;
+    if (in != no_id)
+      if (const node_id n = found_upstream(g, in, judge, depth - 1); n != no_id) return n;
+  return no_id;
+}
+
+// Whether a MatMul within a few nodes upstream of x computes it (QKᵀ, in whatever form).
+inline bool computed_from_a_product(const graph& g, value_id x) {
+  return found_upstream(g, x, [&](node_id p, value_id) {
+           return g.op_type(p) == "MatMul" ? upstream::found : upstream::through;
+         }) != no_id;
 }
 
 // The TopK whose values x is computed from within a few nodes upstream, or no_id: the gate weights
 // of the experts a mixture-of-experts router picked (JetMoE's attention experts), which a Softmax
 // normalises as it would scores.
-inline node_id top_k_upstream(const graph& g, value_id x, int depth = 8) {
-  const node_id p = g.producer(x);
-  if (p == no_id || depth == 0 || !g.domain(p).empty()) return no_id;
-  if (g.op_type(p) == "TopK") return g.output(p, 0) == x ? p : no_id;
-  for (value_id in : g.inputs(p))
-    if (in != no_id)
-      if (const node_id top = top_k_upstream(g, in, depth - 1); top != no_id) return top;
-  return no_id;
+inline node_id top_k_upstream(const graph& g, value_id x) {
+  return found_upstream(g, x, [&](node_id p, value_id read) {
+    if (g.op_type(p) != "TopK") return upstream::through;
+    return g.output(p, 0) == read ? upstream::found : upstream::dead_end;
+  });
 }
 
 // The ops between Softmax and the ·V MatMul that keep the probabilities' values: a Reshape, a
