@@ -1156,4 +1156,80 @@ TEST(SdpaHeadsInBatch, NearMisses) {
             "not batch and heads merged into one axis");
 }
 
+// Swin's shifted-window block (torchvision's and transformers' Swin): the windows of every image
+// batched, q, k and v [B·W, N, S, H]; the scores, a relative position bias added, are viewed as
+// [B, W, N, S, S] for a mask per window and viewed back for Softmax.
+struct shifted_window_block {
+  std::int64_t images = 1;                    // B
+  fusekit::build::dim_spec mask_windows = 4;  // the mask's window axis, where W is 4
+  bool viewed_back = true;  // Softmax reads the scores merged back to [B·W, N, S, S]
+
+  model build() const {
+    model_builder b(17);
+    const auto shape = [&](std::vector<double> dims) {
+      return b.constant(dtype::int64, {std::int64_t(dims.size())}, dims);
+    };
+    const double windows = 4, heads = 2, tokens = 16, size = 8;
+    const std::int64_t batch = images * 4;
+    auto q = b.input("q", dtype::float32, {batch, 2, 16, 8});
+    auto k = b.input("k", dtype::float32, {batch, 2, 16, 8});
+    auto v = b.input("v", dtype::float32, {batch, 2, 16, 8});
+    auto kt = b.op("Transpose", {k}, {{"perm", std::vector<std::int64_t>{0, 1, 3, 2}}});
+    value s = b.op("Mul", {b.op("MatMul", {q, kt}), b.scalar(dtype::float32, 0.25)});
+    s = b.op("Add", {s, b.input("position_bias", dtype::float32, {1, 2, 16, 16})});
+    s = b.op("Reshape", {s, shape({double(images), windows, heads, tokens, tokens})}, {},
+             {.name = "windows_split"});
+    s = b.op("Add", {s, b.input("window_mask", dtype::float32, {1, mask_windows, 1, 16, 16})}, {},
+             {.name = "window_mask_add"});
+    if (viewed_back)
+      s = b.op("Reshape", {s, shape({-1, heads, tokens, tokens})}, {}, {.name = "windows_merge"});
+    auto y = b.op("MatMul", {b.op("Softmax", {s}, {{"axis", -1}}), v}, {}, {.name = "context"});
+    if (viewed_back) {
+      y = b.op("Transpose", {y}, {{"perm", std::vector<std::int64_t>{0, 2, 1, 3}}});
+      y = b.op("Reshape", {y, shape({double(batch), tokens, heads * size})}, {},
+               {.name = "merged"});
+    }
+    b.output(y);
+    return b.build_model();
+  }
+};
+
+TEST(SdpaWindowsInBatch, AMaskPerWindowIsMergedIntoTheBias) {
+  model m = shifted_window_block{}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto& fused = report.fusions[0];
+  EXPECT_EQ(fused.rule, "scaled-dot-product-attention-head-merge");
+  EXPECT_EQ(fused.params["windows_in_batch"],
+            "the scores viewed as [batch, windows, …] for a mask per window: the mask merged "
+            "with the batch, as the scores are again");
+  EXPECT_EQ(fused.params["mask"], "bias and mask, summed");
+  const auto ops = op_types(m);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "MultiHeadAttention"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Softmax"), 0);
+  // One image: [1, W, 1, S, S] is [W, 1, S, S] by a Reshape alone.
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Expand"), 0);
+}
+
+TEST(SdpaWindowsInBatch, AMaskForEveryImageIsExpandedOverTheImagesFirst) {
+  model m = shifted_window_block{.images = 2}.build();
+  const auto report = fusekit::rules::fuse_all(m);
+  ASSERT_EQ(report.fusions.size(), 1u);
+  const auto ops = op_types(m);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "MultiHeadAttention"), 1);
+  EXPECT_EQ(std::count(ops.begin(), ops.end(), "Expand"), 1);
+}
+
+TEST(SdpaWindowsInBatch, NearMisses) {
+  // Softmax reads the 5-D view: the probabilities broadcast against v, no product of the op's.
+  EXPECT_EQ(near_miss_of(shifted_window_block{.viewed_back = false}.build()),
+            "MatMul 'context': MatMul 'context' multiplies [1, 4, 2, 16, 16] by [4, 2, 16, 8], of "
+            "another rank");
+  // A mask over windows nothing proves 4: the sum's windows, and so what the merge makes of
+  // them, are unknown.
+  EXPECT_EQ(near_miss_of(shifted_window_block{.mask_windows = "W"}.build()),
+            "Reshape 'merged': Reshape 'windows_merge' regroups [dim 1 of 'window_mask_add', 2, "
+            "16, 16], not proven to be the batch and heads of q [4, 2, 16, 8]");
+}
+
 }  // namespace

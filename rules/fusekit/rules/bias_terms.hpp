@@ -22,6 +22,7 @@
 #include "key_layouts.hpp"
 #include "options.hpp"
 #include "scale.hpp"
+#include "windows_in_batch.hpp"
 
 namespace fusekit::rules::sdpa {
 
@@ -213,7 +214,12 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
   for (const bias_term& t : terms) {
     c.bias_type = fused::widest_type({c.bias_type, term_type(g, t)});
     auto own = term_dims(f, t);
-    if (regrouped(g, t, own) && f.rank(c.q) == 4u) own = regrouped_dims(f, *own, c.q);
+    if (regrouped(g, t, own) && f.rank(c.q) == 4u) {
+      own = regrouped_dims(f, *own, c.q);
+    } else if (const value_id sum = g.output(t.added_by, 0); windowed(f, sum, own)) {
+      const auto merged = f.rank(c.q) == 4u ? windowed_dims(f, *own, sum, c.q) : std::nullopt;
+      own = merged ? std::optional(merged->op_dims) : std::nullopt;
+    }
     if (own && spans(*own, 1, keys, false)) c.bias_expanded_over_keys = true;
     if (own && spans(*own, 2, rows, true)) c.bias_expanded_over_queries = true;
     dims = own && dims ? fused::broadcast(*dims, *own) : std::nullopt;
@@ -230,7 +236,8 @@ fused::attention_call call_of(const graph& g, const M& m, bool causal) {
 }
 
 // The bias the fused op adds, 4-D: the sum of the block's terms, a select as Where(keep, 0, fill)
-// or Where(hide, fill, 0), a term of 3-D scores regrouped to 4-D; "" for none. `absorbed`: the op
+// or Where(hide, fill, 0), a term of 3-D scores regrouped to 4-D, one of scores split into
+// windows merged back; "" for none. `absorbed`: the op
 // reads the cache's past and new keys apart.
 template <class M>
 std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::attention_call& call,
@@ -261,6 +268,8 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
       };
       term = e.op("Reshape",
                   {term, e.op("Concat", {lead(0), lead(1), own(1), own(2)}, {{"axis", 0}})});
+    } else if (const value_id sum = g.output(t.added_by, 0); windowed(f, sum, dims)) {
+      term = windows_merged(g, e, term, *dims, sum, call.q);
     }
     out = out.empty() ? term : e.op("Add", {out, term});
   }

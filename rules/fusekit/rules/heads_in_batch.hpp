@@ -25,10 +25,17 @@ using namespace pattern;
 // merges the two leading dims of a 4-D tensor, or only splits the first of a 3-D one, keeps every
 // element where row-major order puts it; that each regroups q's own batch and heads is the
 // guard's to prove (heads_in_batch_refused).
+inline bool merges_first_two_axes(const facts& f, value_id wide, value_id narrow) {
+  const auto r = f.rank(narrow);
+  if (!r || *r < 2u || f.rank(wide) != *r + 1 ||
+      equal(*f.dim_of(narrow, 0), *f.dim_of(wide, 0) * *f.dim_of(wide, 1)) != truth::yes)
+    return false;
+  for (int axis = 1; axis < int(*r); ++axis)
+    if (f.same_dim(narrow, axis, wide, axis + 1) != truth::yes) return false;
+  return true;
+}
 inline bool merges_leading_dims(const facts& f, value_id four, value_id three) {
-  return f.rank(four) == 4u && f.rank(three) == 3u &&
-         equal(*f.dim_of(three, 0), *f.dim_of(four, 0) * *f.dim_of(four, 1)) == truth::yes &&
-         f.same_dim(three, 1, four, 2) == truth::yes && f.same_dim(three, 2, four, 3) == truth::yes;
+  return f.rank(three) == 3u && merges_first_two_axes(f, four, three);
 }
 inline bool merges_batch_and_heads(const graph& g, node_id reshape) {
   return merges_leading_dims(facts_of(g), g.input(reshape, 0), g.output(reshape, 0));

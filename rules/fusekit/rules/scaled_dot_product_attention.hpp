@@ -34,6 +34,9 @@
 //                (v alike)                                present_k (and v's) itself
 //   one query's heads folded: q [B,N,1,H] → Reshape [B,Nkv,G,H] → MatMul with k, v of Nkv heads
 //                              → Reshape [B,N,1,H]   → the op reads q unfolded, k and v grouped
+//   windows in the batch (Swin's shifted windows): scores [B·W,N,S,S] → Reshape [B,W,N,S,S]
+//                              → + mask [1,W,1,S,S] → Reshape [B·W,N,S,S] → the op's bias: the
+//                                mask merged to [W,1,S,S], expanded over B first where B is not 1
 //
 // Two rules share the pattern: scaled-dot-product-attention-head-merge also absorbs the trailing
 // head merge (Transpose + Reshape to (B,S,D)), which MultiHeadAttention's 3-D output makes free;
@@ -47,6 +50,8 @@
 //                       grouped heads
 //   heads_in_batch.hpp  the bmm form, heads merged into the batch axis (Bloom, older eager
 //                       BART, Whisper, OPT, CLIP)
+//   windows_in_batch.hpp  the scores split into windows around the mask (Swin's shifted
+//                       windows), and the split and merge of the bmm form's scores alike
 //   bias_terms.hpp      selects, masks and biases added to the scores; whether the mask is
 //                       causality alone (proven by causal.hpp); the soft cap's one c
 //   decoder_cache.hpp   a decode step's Concat(past, new) cache, and joined streams that are
@@ -74,6 +79,7 @@
 #include "key_layouts.hpp"
 #include "options.hpp"
 #include "scale.hpp"
+#include "windows_in_batch.hpp"
 
 namespace fusekit::rules {
 
@@ -198,7 +204,7 @@ inline constexpr auto scored = any_of(logits, soft_capped);
 // they take; one added to the 3-D scores is regrouped to [B, N, …] on emit.
 inline constexpr auto biased =
     optional_op(commutative(op<"Add">(through_casts(scored), capture<"bias">)).bind<"biased">());
-inline constexpr auto viewed = optional_op(heads_split<"scores_view">(through_casts(biased)));
+inline constexpr auto viewed = optional_op(first_axis_split<"scores_view">(through_casts(biased)));
 inline constexpr auto selected = any_of(
     op<"Where">(capture<"keep">, through_casts(viewed), constant_scalar<"fill">).bind<"select">(),
     op<"Where">(capture<"hide">, constant_scalar<"fill">, through_casts(viewed)).bind<"select">());
@@ -206,7 +212,7 @@ inline constexpr auto masked =
     optional_op(commutative(op<"Add">(through_casts(any_of(selected, viewed)), capture<"mask">))
                     .bind<"mask_add">());
 inline constexpr auto softmax =
-    op<"Softmax">(through_casts(optional_op(heads_merged<"masked_view">(masked))))
+    op<"Softmax">(through_casts(optional_op(first_axes_merged<"masked_view">(masked))))
         .attr<"axis">(last_axis)
         .bind<"softmax">();
 // torch's SDPA decomposition zeroes the rows a mask hides entirely: Where(IsNaN(p), 0, p).
@@ -441,6 +447,10 @@ void note(const graph& g, const M& m, rewrite::emitter& e, bool causal, dtype t)
   e.note("dtype", std::string(dtype_name(g.type(query(g, m)))));
   if (heads_in_batch(g, m))
     e.note("heads_in_batch", "3-D MatMuls on [batch·heads, sequence, head size]");
+  if (has<"scores_view">(m) && facts_of(g).rank(g.input(get<"scores_view">(m), 0)) == 4u)
+    e.note("windows_in_batch",
+           "the scores viewed as [batch, windows, …] for a mask per window: the mask merged "
+           "with the batch, as the scores are again");
   if (packed(g, m))
     e.note("query_heads", "folded into the query axis, a row per key/value head: read unfolded");
   e.note("mask", causal                                                   ? "causal, the op's own"
