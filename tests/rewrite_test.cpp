@@ -486,6 +486,62 @@ TEST(Fuse, SubgraphsAreRewrittenToo) {
   fusekit::rewrite::check_invariants(m);
 }
 
+// x.squeeze(1) as TorchScript writes it for a dim it cannot size: If(dim 1 is 1) → Squeeze,
+// else x as it is. Here x's dim 1 is 1, and the facts prove whether it is `compared_to`.
+model squeeze_by_if(std::int64_t compared_to) {
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 1, 4});
+  auto dim = b.op("Gather", {b.op("Shape", {x}), b.initializer(dtype::int64, {1}, {1})});
+  auto is_it = b.op("Equal", {dim, b.initializer(dtype::int64, {1}, {double(compared_to)})});
+  auto then_body = b.subgraph("then");
+  then_body.output(
+      then_body.op("Squeeze", {x, then_body.initializer("axes", dtype::int64, {1}, {1})}, {},
+                   {.name = "squeezed"}),
+      dtype::float32);
+  auto else_body = b.subgraph("else");
+  else_body.output(x, dtype::float32);
+  auto picked =
+      b.op("If", {is_it}, {{"then_branch", then_body.proto()}, {"else_branch", else_body.proto()}},
+           {.name = "squeeze_if"});
+  if (compared_to == 1)
+    b.output(b.op("Relu", {picked}), dtype::float32, {2, 4});
+  else
+    b.output(b.op("Relu", {picked}), dtype::float32, {2, 1, 4});
+  return b.build_model();
+}
+
+TEST(Fuse, AnIfWhoseConditionTheFactsProveIsTheBranchItTakes) {
+  model m = squeeze_by_if(1);
+  const auto report = fuse<double_negation>(m);
+  // The branch's initializer is a Constant; the Squeeze writes the If's output, which Relu reads.
+  EXPECT_EQ(op_types(m),
+            (std::vector<std::string>{"Shape", "Gather", "Equal", "Constant", "Squeeze", "Relu"}));
+  const auto& squeeze = m.proto.graph().node(4);
+  EXPECT_EQ(squeeze.name(), "squeeze_if/squeezed_0");
+  EXPECT_EQ(squeeze.input(0), "x");
+  EXPECT_EQ(squeeze.output(0), m.proto.graph().node(5).input(0));
+  ASSERT_EQ(report.notes.size(), 1u);
+  EXPECT_EQ(report.notes[0],
+            "inlined the then branch of If 'squeeze_if': the facts prove its condition true");
+  fusekit::rewrite::check_invariants(m);
+  // Nothing is left to decide: a second run changes nothing.
+  const std::string once = bytes(m);
+  fuse<double_negation>(m);
+  EXPECT_EQ(bytes(m), once);
+}
+
+TEST(Fuse, ABranchThatPassesAnOuterValueOnIsAnIdentity) {
+  model m = squeeze_by_if(2);
+  const auto report = fuse<double_negation>(m);
+  EXPECT_EQ(op_types(m),
+            (std::vector<std::string>{"Shape", "Gather", "Equal", "Identity", "Relu"}));
+  EXPECT_EQ(m.proto.graph().node(3).input(0), "x");
+  ASSERT_EQ(report.notes.size(), 1u);
+  EXPECT_EQ(report.notes[0],
+            "inlined the else branch of If 'squeeze_if': the facts prove its condition false");
+  fusekit::rewrite::check_invariants(m);
+}
+
 TEST(Names, FreshNamesAvoidEveryNameInTheModel) {
   model_builder b;
   auto x = b.input("x", dtype::float32, {4});

@@ -31,6 +31,7 @@
 #include "fusekit/io/model.hpp"
 #include "fusekit/rewrite/any_rule.hpp"
 #include "fusekit/rewrite/emitter.hpp"
+#include "fusekit/rewrite/inline_branches.hpp"
 #include "fusekit/rewrite/inline_functions.hpp"
 #include "fusekit/rewrite/invariants.hpp"
 #include "fusekit/rewrite/journal.hpp"
@@ -550,9 +551,15 @@ inline void run_passes(model& m, std::span<const any_rule> running, const option
   // clean-up's node (negative priority) computes what the model did, and a near miss at it is
   // still about a block left unfused, unless it rewrote a node a fusion wrote.
   std::unordered_set<std::string> written;
-  for (bool first = true;; first = false) {
+  for (bool looked = first_look == nullptr;;) {
     const graph g(m);
-    if (first && first_look != nullptr) first_look(g, out);
+    // The next graph holds the branch an If takes where the facts prove which: the rules and the
+    // facts see what it computes (inline_branches.hpp).
+    if (detail::inline_decided_branches(g, m.proto, names, edits, out.notes)) continue;
+    if (!looked) {
+      first_look(g, out);
+      looked = true;
+    }
     std::vector<detail::candidate> found;
     report attempt;
     std::vector<detail::deferred_miss> deferred;
