@@ -353,6 +353,28 @@ TEST(Sweeps, ADuplicateADeadSubgraphReadMergesInTheSameRun) {
   EXPECT_EQ(m.proto.SerializeAsString(), once);
 }
 
+TEST(Sweeps, SizesOfTwoNodesMergedAsAlikeMergeInTheSameRun) {
+  // NonZero(mask) twice, as HunyuanVideo 1.5's TorchScript export writes for each text: the facts
+  // name each count a dim of its own until the copies are one; then the sizes read from each,
+  // along paths no two nodes spell alike, are proven equal. A second run changes nothing.
+  model_builder b(17);
+  auto mask = b.input("mask", dtype::boolean, {2, 8});
+  auto first = b.op("NonZero", {mask});
+  auto copy = b.op("NonZero", {mask});
+  auto count = b.op("Gather", {b.op("Shape", {first}), b.scalar(dtype::int64, 1)});
+  auto transposed = b.op("Transpose", {copy}, {{"perm", std::vector<std::int64_t>{1, 0}}});
+  auto count_again = b.op("Gather", {b.op("Shape", {transposed}), b.scalar(dtype::int64, 0)});
+  b.output(b.op("Add", {count, count_again}), dtype::int64, {});
+  fusekit::model m = b.build_model();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(ops_of(m.proto.graph()), "NonZero Shape Gather Add ");
+  const auto& sum = m.proto.graph().node(m.proto.graph().node_size() - 1);
+  EXPECT_EQ(sum.input(0), sum.input(1));
+  const std::string once = m.proto.SerializeAsString();
+  fusekit::rules::fuse_all(m);
+  EXPECT_EQ(m.proto.SerializeAsString(), once);
+}
+
 TEST(Sweeps, TheModelAsItCameIsSurveyedOnce) {
   // The model holds a fused Attention and a node nothing reads: the sweep changes the model
   // before any rule does, and the rules look again; the report names the fused op once.

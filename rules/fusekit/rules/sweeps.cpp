@@ -398,17 +398,21 @@ bool sweep(model& m, const rewrite::options& run, rewrite::report& out, const gr
     return n;
   };
   bool changed = false;
-  // A node that holds a subgraph keeps alive the names its subgraph reads, which no merge takes:
-  // where one went, the sweeps run again, so that a sweep after them finds nothing.
+  // A node that holds a subgraph keeps alive the names its subgraph reads, which no merge takes;
+  // and two nodes merged as alike may be where the facts name a dim nothing else gives (NonZero's
+  // count, a view of a computed shape), which the values read from each of them then share. Where
+  // either happened, the sweeps run again, so that a sweep after them finds nothing.
   for (const graph* index = as_is;; index = nullptr) {
     const int holders = subgraph_holders(g);
-    int before = 0, after = 0;
+    int before = 0, after = 0, alike = 0;
     if (run.runs(duplicate_elimination)) {
       removed_ops& removed = removed_by(duplicate_elimination);
       before += count(removed);
       merge_proven_equal(m, removed, index);
+      const int proven = count(removed);
       merge_duplicates(g, removed, m.directory());
       after += count(removed);
+      alike = after - proven;
     }
     if (run.runs(dead_node_elimination)) {
       removed_ops& removed = removed_by(dead_node_elimination);
@@ -420,7 +424,7 @@ bool sweep(model& m, const rewrite::options& run, rewrite::report& out, const gr
       after += count(removed);
     }
     changed = changed || after > before;
-    if (after == before || subgraph_holders(g) == holders) return changed;
+    if (after == before || (alike == 0 && subgraph_holders(g) == holders)) return changed;
   }
 }
 
