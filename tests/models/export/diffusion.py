@@ -355,6 +355,15 @@ def _fixture(build, family: str, exporter: str, opset: int, dtype: str, torch_dt
                          fills=spec["fills"], note=spec["note"])
 
 
+def family_fixtures(families: dict) -> dict:
+    """The fixtures of a table STEM -> (family, builder): each stem exported fp32 by both
+    exporters, as _fixture makes them."""
+    def export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
+        family, build = families[stem]
+        return _fixture(build, family, exporter, opset, "float32", torch.float32, name)
+    return common.fp32_matrix(families, export, "stem")
+
+
 FAMILIES = {
     "f5tts_dit": ("f5tts", _f5),
     "sd3": ("sd3", functools.partial(_sd3, qk_norm=None)),

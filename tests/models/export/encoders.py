@@ -1,4 +1,4 @@
-"""Encoder fixtures of the held-out set: BERT, ViT, CLIP text, the BART encoder, the Whisper
+"""Encoder fixtures of the held-out set: BERT, ViT, Swin, CLIP text, the BART encoder, the Whisper
 encoder, the T5 encoder and (from the transformers-5.24 set on) DeBERTa-v2 from transformers, tiny
 random configs built from their config classes (no hub downloads).
 
@@ -6,8 +6,17 @@ Each is exported by the TorchScript exporter (opset 17) and the dynamo exporter 
 with the model's own attention implementation ("sdpa" where it has one); BERT in float16 as well
 (bert.TAG.fp16: the model halved). Text encoders take
 input_ids and attention_mask (a padding mask: the export inputs leave the first row's last tokens
-padded) with dynamic batch and sequence; ViT takes pixel_values and Whisper input_features, dynamic
-in batch only (the image size and the mel length are fixed by the position embeddings).
+padded) with dynamic batch and sequence; ViT and Swin take pixel_values and Whisper
+input_features, dynamic in batch only (the image size and the mel length are fixed by the position
+embeddings and Swin's windows).
+
+Swin (SwinModel) attends within 4x4 windows, batch and windows folded into the attention's batch
+axis, with a relative position bias [1, heads, N, N] (N = 16) added to the scores; the second
+block of each stage is a shifted window block (cyclic shift by 2), whose scores get the shifted
+windows' attention mask [windows, N, N] (0 or -100) as well: transformers 4.x adds it to the
+scores viewed as [batch, windows, heads, N, N] (eager attention, the 5-D view's batch being the
+folded batch // windows), 5.x expands it to [batch * windows, 1, N, N] and adds it to the bias
+before its attention ("sdpa").
 """
 from __future__ import annotations
 
@@ -143,6 +152,29 @@ def _vit():
     return model, "image", (), f"ViTModel, {VIT_IMAGE}x{VIT_IMAGE} image, patch {VIT_PATCH}"
 
 
+# 32x32 image, patch 2: 16x16 tokens in stage 1 (16 windows of 4x4), patch merging to 8x8 in
+# stage 2 (4 windows). Both resolutions exceed the window, so each stage's second block shifts
+# (shift_size = window // 2; a stage no larger than its window would neither shift nor split).
+SWIN_PATCH, SWIN_WINDOW = 2, 4
+SWIN_EMBED, SWIN_DEPTHS, SWIN_HEADS = 16, (2, 2), (2, 4)   # dims 16 then 32: heads of 8
+
+
+def _swin(attention: str | None = None):
+    config = transformers.SwinConfig(
+        image_size=VIT_IMAGE, patch_size=SWIN_PATCH, num_channels=3, embed_dim=SWIN_EMBED,
+        depths=list(SWIN_DEPTHS), num_heads=list(SWIN_HEADS), window_size=SWIN_WINDOW,
+        mlp_ratio=2.0, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+        drop_path_rate=0.0, initializer_range=INIT_STD)
+    # transformers 4.x's Swin has only its eager attention; 5.x routes it through "sdpa".
+    attention = attention or ("sdpa" if getattr(transformers.SwinModel, "_supports_sdpa", False)
+                              else "eager")
+    model = transformers.SwinModel._from_config(config, attn_implementation=attention,
+                                                add_pooling_layer=False)
+    return model, "image", (), (f"SwinModel attn_implementation={attention}, {VIT_IMAGE}x"
+                                f"{VIT_IMAGE} image, patch {SWIN_PATCH}, window {SWIN_WINDOW} "
+                                f"(shift {SWIN_WINDOW // 2} in each stage's second block)")
+
+
 WHISPER_MELS, WHISPER_POSITIONS = 16, 16   # input_features [B, 16, 32]
 
 
@@ -159,9 +191,17 @@ def _whisper_encoder():
                                 f"{2 * WHISPER_POSITIONS} frames")
 
 
-FAMILIES = {"bert": _bert, "vit": _vit, "bart_encoder": _bart_encoder,
+FAMILIES = {"bert": _bert, "vit": _vit, "swin": _swin, "bart_encoder": _bart_encoder,
             "whisper_encoder": _whisper_encoder, "clip_text": _clip_text,
             "t5_encoder": _t5_encoder, "deberta_v2": _deberta_v2}
+
+
+# Families not of HIDDEN, HEADS and LAYERS: family -> (attention blocks, the note's sizes).
+_OWN_SIZES = {
+    "swin": (sum(SWIN_DEPTHS), f"embed dims {SWIN_EMBED} then {2 * SWIN_EMBED}, heads "
+                               f"{SWIN_HEADS} of {SWIN_EMBED // SWIN_HEADS[0]}, depths "
+                               f"{SWIN_DEPTHS}"),
+}
 
 
 def _inputs(kind: str, batch: int, seq: int):
@@ -173,9 +213,10 @@ def _inputs(kind: str, batch: int, seq: int):
 
 
 def _export(name: str, *, family: str, exporter: str, opset: int, static: bool = False,
-            dtype: str = "float32") -> dict:
+            dtype: str = "float32", attention: str | None = None) -> dict:
+    """`attention`: an attn_implementation in place of the family's own (builders that take it)."""
     common.seeded()
-    model, kind, extra, what = FAMILIES[family]()
+    model, kind, extra, what = FAMILIES[family](**({"attention": attention} if attention else {}))
     model = model.eval()
     common.redraw_zero_parameters(model, std=INIT_STD)
     model = model.to(getattr(torch, dtype))
@@ -191,19 +232,22 @@ def _export(name: str, *, family: str, exporter: str, opset: int, static: bool =
         dynamic = {input_names[0]: {0: "batch"}}
         fills = {}
         shapes = f"{input_names[0]} dynamic in batch only (batch {BATCH} at the export)"
-    if static:
-        dynamic, shapes = None, f"static shapes: batch {BATCH}, {SEQ} tokens"
     output_names = ["last_hidden_state", *extra]
+    blocks, sizes = _OWN_SIZES.get(family, (LAYERS, f"hidden {HIDDEN}, {HEADS} heads of "
+                                                    f"{HIDDEN // HEADS}, {LAYERS} layers"))
     args = _inputs(kind, BATCH, SEQ)
+    if static:
+        dynamic = None
+        shapes = (f"static shapes: batch {BATCH}, {SEQ} tokens" if kind == "text" else
+                  f"static shapes: {input_names[0]} {list(args[0].shape)}")
     common.seeded(1)
     recheck = None if static else _inputs(kind, *RECHECK)
     return common.export(
         TextEncoder(model, extra) if kind == "text" else FeatureEncoder(model, input_names[0]),
         args, name, family=family,
-        exporter=exporter, opset=opset, dtype=dtype, blocks=LAYERS, input_names=input_names,
+        exporter=exporter, opset=opset, dtype=dtype, blocks=blocks, input_names=input_names,
         output_names=output_names, dynamic=dynamic, fills=fills, recheck=recheck,
-        note=f"transformers {what}, hidden {HIDDEN}, {HEADS} heads of {HIDDEN // HEADS}, "
-             f"{LAYERS} layers; {shapes}{_HALF_NOTE[dtype]}")
+        note=f"transformers {what}, {sizes}; {shapes}{_HALF_NOTE[dtype]}")
 
 
 _HALF_NOTE = {"float32": "", "float16": "; float16: the model halved"}
@@ -218,6 +262,14 @@ for _tag, (_exporter, _opset) in common.HELDOUT_EXPORTERS.items():
 # tensor with shape (s72, s53, 32)", torch 2.15.0): the same export with static shapes beside it.
 FIXTURES["t5_encoder_static.dynamo18.fp32"] = functools.partial(
     _export, family="t5_encoder", exporter="dynamo", opset=18, static=True)
+# The same step fails on Swin with "sdpa" (transformers 5.24.0), at the attention output's
+# reshape(*input_shape, -1), with a dynamic batch ("Cannot view a tensor with shape
+# torch.Size([16*s97, 16, 2, 8]) and strides (256, 8, 128, 1) as a tensor with shape
+# (16*s97, 16, 16)!", torch 2.15.0) and with static shapes alike ([32, 16, 2, 8] as (32, 16, 16)):
+# where Swin has "sdpa", its eager attention beside it (4.x's Swin is eager already).
+if getattr(transformers.SwinModel, "_supports_sdpa", False):
+    FIXTURES["swin_eager.dynamo18.fp32"] = functools.partial(
+        _export, family="swin", exporter="dynamo", opset=18, attention="eager")
 
 
 def _export_user_call(name: str, *, family: str, exporter: str, opset: int,

@@ -35,6 +35,7 @@ import encoder_decoders  # noqa: E402
 import encoders  # noqa: E402
 import more_decoders  # noqa: E402
 import more_diffusion  # noqa: E402
+import video_audio_diffusion  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
@@ -49,7 +50,8 @@ def all_fixtures() -> dict:
     """Every family: decoders.py and diffusion.py last, so that their GPT-2 fixtures (with their
     opset-23 and fp16 forms) are the ones of that name."""
     return {**encoders.FIXTURES, **more_decoders.FIXTURES, **encoder_decoders.FIXTURES,
-            **diffusion.FIXTURES, **more_diffusion.FIXTURES, **decoders.FIXTURES}
+            **diffusion.FIXTURES, **more_diffusion.FIXTURES,
+            **video_audio_diffusion.FIXTURES, **decoders.FIXTURES}
 
 
 def _one_line(message: str) -> str:

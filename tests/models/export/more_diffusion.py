@@ -308,12 +308,7 @@ FAMILIES = {
 }
 
 
-def _export(name: str, *, stem: str, exporter: str, opset: int) -> dict:
-    family, build = FAMILIES[stem]
-    return diffusion._fixture(build, family, exporter, opset, "float32", torch.float32, name)
-
-
-FIXTURES = common.fp32_matrix(FAMILIES, _export, "stem")
+FIXTURES = diffusion.family_fixtures(FAMILIES)
 
 
 # bfloat16 DiT: ONNX Runtime's CPU provider has no bfloat16 kernels, so the export check and the
