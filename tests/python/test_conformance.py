@@ -31,6 +31,7 @@ optimised build of the same source has run it whole.
 import fnmatch
 import os
 
+import onnx
 import pytest
 
 import conformance
@@ -117,6 +118,22 @@ def test_fixture(fixture, target, tmp_path):
     assert result.fused == result.blocks
     # Everything fused: a near miss now would be noise (a rule stopping at a fused op).
     assert not result.reasons, result.reasons
+
+
+@pytest.mark.parametrize("fixture", part([pytest.param(f, id=f["file"].removesuffix(".onnx"))
+                                          for f in conformance.fixtures()]))
+def test_target_onnx_writes_standard_ops(fixture, tmp_path):
+    # --target onnx is for the runtimes other than ONNX Runtime: what fuses there (Attention,
+    # LayerNormalization, Gelu … where the model's opset has them) and every clean-up keeps to
+    # the standard domain and those the model imported already, at every opset, and computes
+    # what the original does.
+    source = conformance.MODELS / fixture["file"]
+    result = conformance.fuse(CLI, source, "onnx", tmp_path)
+    imported = {n.domain for n in onnx.load(str(source)).graph.node}
+    written = {n.domain for n in onnx.load(str(result.output)).graph.node}
+    assert written - imported <= {"", "ai.onnx"}, f"ops of {written - imported} written"
+    if RUNTIME:
+        conformance.compare(fixture, result.output, source=source)
 
 
 # Why --provider cuda may fuse fewer attention blocks than the default: ONNX Runtime's CUDA
