@@ -346,7 +346,9 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
   EXPECT_NE(table.find("constant-to-initializer: removed Constant 1;\n"), std::string::npos)
       << table;
   EXPECT_EQ(report.to_json()["cleaned"].dump(),
-            R"({"batch-normalization-into-conv":{},"castlike-to-cast":{},)"
+            R"({"batch-normalization-into-conv":{},)"
+            R"("batch-normalization-into-conv-transpose":{},)"
+            R"("batch-normalization-into-gemm":{},"castlike-to-cast":{},)"
             R"("constant-evaluation":{},"constant-folding":{},)"
             R"("constant-to-initializer":{"Constant":1},)"
             R"("constant-view-folding":{},"dead-node-elimination":{},)"

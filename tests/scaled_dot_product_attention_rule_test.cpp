@@ -130,6 +130,8 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
                                           "reshape-target-folding",
                                           "unsqueeze-folding",
                                           "batch-normalization-into-conv",
+                                          "batch-normalization-into-conv-transpose",
+                                          "batch-normalization-into-gemm",
                                           "pad-into-conv",
                                           "duplicate-elimination",
                                           "dead-node-elimination"};

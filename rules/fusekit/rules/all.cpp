@@ -52,6 +52,8 @@ std::vector<rewrite::any_rule> cleaning_rules(const fusion_options& options) {
           reshape_target_folding_rule(),
           unsqueeze_folding_rule(),
           batch_normalization_into_conv_rule(),
+          batch_normalization_into_conv_transpose_rule(),
+          batch_normalization_into_gemm_rule(),
           pad_into_conv_rule()};
 }
 

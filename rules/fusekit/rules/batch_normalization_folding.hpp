@@ -1,16 +1,30 @@
-// A BatchNormalization at inference after a Conv with constant weights is folded into them:
+// A BatchNormalization at inference after a Conv, a ConvTranspose or a Gemm with constant weights
+// is folded into them:
 //
 //   x ── Conv(W, b?) ── BatchNormalization(γ, β, μ, σ², ε) ── y   ==>   x ── Conv(W', b') ── y
+//   x ── ConvTranspose(W, b?) ── BatchNormalization ── y   ==>   x ── ConvTranspose(W', b') ── y
+//   a ── Gemm(W, c?; α, β_g) ── BatchNormalization ── y    ==>   a ── Gemm(W', c'; α, 1) ── y
 //
-//   s = γ / √(σ² + ε),   W' = W · s (per output channel),   b' = (b − μ) · s + β
+//   s = γ / √(σ² + ε),   W' = W · s along the output channels,   b' = (b − μ) · s + β
 //
-// Every statistic is a constant vector of one number per output channel (W's dim 0). The fold is
-// computed in float64 and written in W's type; the Conv keeps its attributes. What TorchScript
-// leaves of every convolution's norm when it does not fold, and what a runtime without ONNX
+// The output channels are W's dim 0 for a Conv ([C_out, C_in/group, k…]); dim 1 for a
+// ConvTranspose of one group ([C_in, C_out, k…]: with more, a group's channels are a block of
+// both dims); for a Gemm the product's columns, W's dim 1, or dim 0 where transB transposes it.
+// A Gemm's bias is c scaled by β_g, its product by α: c' = (β_g·c − μ)·s + β, written with β_g 1,
+// and α kept. Every statistic is a constant vector of one number per output channel, and so is a
+// Conv's bias; a Gemm's is a vector of one number or one per channel. The fold is computed in
+// float64 and written in W's type; the node keeps its other attributes. What TorchScript leaves of
+// every convolution's and Linear's norm when it does not fold, and what a runtime without ONNX
 // Runtime's own fold would run as a second pass over the activations.
 //
-// A near miss is told only of a BatchNormalization that reads a Conv: the others are no fold.
+// A near miss is told only of a BatchNormalization that reads the node each rule folds into: the
+// others are no fold.
 #pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "fusekit/graph/array.hpp"
 #include "fusekit/pattern/pattern.hpp"
@@ -19,35 +33,130 @@
 namespace fusekit::rules {
 using namespace pattern;
 
+namespace batch_normalization {
+
+// A constant vector of one number per output channel, W's dim `Axis`.
+template <fixed_string N, int Axis>
+inline constexpr auto channels =
+    constant<N>.template proven_rank<1>().template same_dim<0, "w", Axis>();
+
+// The norm of the output channels along W's dim `Axis`, at inference.
+template <int Axis, class Producer>
+constexpr auto of(Producer producer) {
+  return op<"BatchNormalization">(producer, channels<"gamma", Axis>, channels<"beta", Axis>,
+                                  channels<"mean", Axis>, channels<"var", Axis>)
+      .template attr<"training_mode">(0)
+      .template attr<"is_test">(1);
+}
+
+inline bool reads(const graph& g, node_id n, std::string_view op) {
+  const node_id producer = g.producer(g.input(n, 0));
+  return producer != no_id && g.op_type(producer) == op && g.domain(producer).empty();
+}
+
+// W scaled by s along `axis`, and the bias (b·factor − μ)·s + β (b zeros where the node has
+// none): computed in float64, written in W's type.
+template <fixed_string Bias, class M>
+std::pair<std::string, std::string> folded(const graph& g, const M& m, rewrite::emitter& e,
+                                           std::size_t axis, double factor = 1) {
+  const auto read = [&](auto t) { return array(g, t).as(dtype::float64); };
+  const array w = read(get<"w">(m)), mean = read(get<"mean">(m));
+  const array s = read(get<"gamma">(m)) /
+                  (read(get<"var">(m)) + g.attribute_float(m.root(), "epsilon").value()).sqrt();
+  const array b =
+      has<Bias>(m) ? read(get<Bias>(m)) * factor : array::zeros(w.type(), w.dims()[axis]);
+  const dtype type = dtype(get<"w">(m)->data_type());
+  return {e.constant((w * s.along(axis, w.rank())).as(type)),
+          e.constant(((b - mean) * s + read(get<"beta">(m))).as(type))};
+}
+
+}  // namespace batch_normalization
+
 struct batch_normalization_into_conv {
   static constexpr std::string_view name = "batch-normalization-into-conv";
   // A clean-up, as the eliminations and the constant folds are.
   static constexpr int priority = -1;
-  template <fixed_string N>
-  static constexpr auto channels =
-      constant<N>.template proven_rank<1>().template same_dim<0, "w", 0>();
-  static constexpr auto pattern =
-      op<"BatchNormalization">(
-          op<"Conv">(capture<"x">, constant<"w">, maybe(channels<"b">)).bind<"conv">(),
-          channels<"gamma">, channels<"beta">, channels<"mean">, channels<"var">)
-          .attr<"training_mode">(0)
-          .attr<"is_test">(1);
+  static constexpr auto pattern = batch_normalization::of<0>(
+      op<"Conv">(capture<"x">, constant<"w">, maybe(batch_normalization::channels<"b", 0>))
+          .bind<"conv">());
 
   static bool resembles(const graph& g, node_id n) {
-    const node_id conv = g.producer(g.input(n, 0));
-    return conv != no_id && g.op_type(conv) == "Conv";
+    return batch_normalization::reads(g, n, "Conv");
   }
 
   static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
-    const auto read = [&](auto t) { return array(g, t).as(dtype::float64); };
-    const array w = read(get<"w">(m)), mean = read(get<"mean">(m));
-    const array s = read(get<"gamma">(m)) /
-                    (read(get<"var">(m)) + g.attribute_float(m.root(), "epsilon").value()).sqrt();
-    const array b = has<"b">(m) ? read(get<"b">(m)) : array::zeros(w.type(), w.dims()[0]);
-    const dtype type = dtype(get<"w">(m)->data_type());
-    e.replace_root(e.copy(get<"conv">(m),
-                          {e.value(get<"x">(m)), e.constant((w * s.along(0, w.rank())).as(type)),
-                           e.constant(((b - mean) * s + read(get<"beta">(m))).as(type))}));
+    const auto [w, b] = batch_normalization::folded<"b">(g, m, e, 0);
+    e.replace_root(e.copy(get<"conv">(m), {e.value(get<"x">(m)), w, b}));
+  }
+};
+
+struct batch_normalization_into_conv_transpose {
+  static constexpr std::string_view name = "batch-normalization-into-conv-transpose";
+  static constexpr int priority = -1;
+  static constexpr auto pattern = batch_normalization::of<1>(
+      op<"ConvTranspose">(capture<"x">, constant<"w">, maybe(batch_normalization::channels<"b", 1>))
+          .attr<"group">(1)
+          .bind<"conv">());
+
+  // x of as many channels as W's dim 0 reads: the shape the search gives a leaf, as W has it,
+  // its dim 0 for x's channels.
+  struct input_channels {
+    static auto write(auto& w) {
+      std::vector<std::int64_t> dims = w.leaf_shape();
+      if (dims.size() >= 2) dims[1] = dims[0];
+      return w.input(w.type(), dims);
+    }
+  };
+  static constexpr auto sources = pattern::sources(source<"x">(written<input_channels>));
+
+  static bool resembles(const graph& g, node_id n) {
+    return batch_normalization::reads(g, n, "ConvTranspose");
+  }
+
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
+    const auto [w, b] = batch_normalization::folded<"b">(g, m, e, 1);
+    e.replace_root(e.copy(get<"conv">(m), {e.value(get<"x">(m)), w, b}));
+  }
+};
+
+struct batch_normalization_into_gemm {
+  static constexpr std::string_view name = "batch-normalization-into-gemm";
+  static constexpr int priority = -1;
+  // The product's columns, whichever of W's dims transB makes them.
+  template <fixed_string N>
+  static constexpr auto columns =
+      constant<N>.template proven_rank<1>().template same_dim<0, "product", 1>();
+  static constexpr auto pattern =
+      op<"BatchNormalization">(capture<"product">(op<"Gemm">(capture<"a">.proven_rank<2>(),
+                                                             constant<"w">.proven_rank<2>(),
+                                                             maybe(constant<"c">.proven_rank<1>()))
+                                                      .bind<"gemm">()),
+                               columns<"gamma">, columns<"beta">, columns<"mean">, columns<"var">)
+          .attr<"training_mode">(0)
+          .attr<"is_test">(1);
+
+  // A [M, K] against W [K, N], as Gemm reads them without transB: the 2-D shape the search
+  // gives a leaf, as W has it, transposed.
+  struct rows {
+    static auto write(auto& w) {
+      std::vector<std::int64_t> dims = w.leaf_shape();
+      if (dims.size() == 2) std::swap(dims[0], dims[1]);
+      return w.input(w.type(), dims);
+    }
+  };
+  static constexpr auto sources = pattern::sources(source<"a">(written<rows>));
+
+  static bool resembles(const graph& g, node_id n) {
+    return batch_normalization::reads(g, n, "Gemm");
+  }
+
+  // c, one number or one per column, broadcasts to the product as Gemm reads it; so does c'.
+  static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
+    const node_id gemm = get<"gemm">(m);
+    const std::size_t columns = g.attribute_int(gemm, "transB").value_or(0) == 1 ? 0 : 1;
+    const auto [w, c] = batch_normalization::folded<"c">(
+        g, m, e, columns, g.attribute_float(gemm, "beta").value_or(1.0f));
+    e.replace_root(e.copy(gemm, {e.value(get<"a">(m)), w, c}, {{"beta", 1.0}}));
   }
 };
 

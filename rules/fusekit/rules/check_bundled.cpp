@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "batch_normalization_folding.hpp"
-#include "pad_folding.hpp"
 #include "check_bundled_rule.hpp"
 #include "constant_evaluation.hpp"
 #include "constant_folding.hpp"
@@ -17,6 +16,7 @@
 #include "fusekit/io/error.hpp"
 #include "gelu.hpp"
 #include "layer_normalization.hpp"
+#include "pad_folding.hpp"
 #include "reshape_folding.hpp"
 #include "rotary_embedding.hpp"
 #include "scaled_dot_product_attention.hpp"
@@ -56,6 +56,8 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_target_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(unsqueeze_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv_transpose);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_gemm);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(pad_into_conv);
 #undef FUSEKIT_CHECKED_IN_ITS_FAMILY
 
@@ -126,6 +128,8 @@ std::span<const checked> library() {
       rule<reshape_target_folding>(true, false),
       rule<unsqueeze_folding>(true, false),
       rule<batch_normalization_into_conv>(true, false),
+      rule<batch_normalization_into_conv_transpose>(true, false),
+      rule<batch_normalization_into_gemm>(true, false),
       rule<pad_into_conv>(true, false),
   };
   return rules;
