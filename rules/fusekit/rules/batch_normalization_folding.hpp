@@ -35,16 +35,16 @@ using namespace pattern;
 
 namespace batch_normalization {
 
-// A constant vector of one number per output channel, W's dim `Axis`.
-template <fixed_string N, int Axis>
+// A constant vector of one number per output channel, dim `Axis` of the value bound to `Of`.
+template <fixed_string N, fixed_string Of, int Axis>
 inline constexpr auto channels =
-    constant<N>.template proven_rank<1>().template same_dim<0, "w", Axis>();
+    constant<N>.template proven_rank<1>().template same_dim<0, Of, Axis>();
 
-// The norm of the output channels along W's dim `Axis`, at inference.
-template <int Axis, class Producer>
+// The norm, at inference, of the output channels along dim `Axis` of `Of` (W, or the product).
+template <fixed_string Of, int Axis, class Producer>
 constexpr auto of(Producer producer) {
-  return op<"BatchNormalization">(producer, channels<"gamma", Axis>, channels<"beta", Axis>,
-                                  channels<"mean", Axis>, channels<"var", Axis>)
+  return op<"BatchNormalization">(producer, channels<"gamma", Of, Axis>, channels<"beta", Of, Axis>,
+                                  channels<"mean", Of, Axis>, channels<"var", Of, Axis>)
       .template attr<"training_mode">(0)
       .template attr<"is_test">(1);
 }
@@ -76,8 +76,8 @@ struct batch_normalization_into_conv {
   static constexpr std::string_view name = "batch-normalization-into-conv";
   // A clean-up, as the eliminations and the constant folds are.
   static constexpr int priority = -1;
-  static constexpr auto pattern = batch_normalization::of<0>(
-      op<"Conv">(capture<"x">, constant<"w">, maybe(batch_normalization::channels<"b", 0>))
+  static constexpr auto pattern = batch_normalization::of<"w", 0>(
+      op<"Conv">(capture<"x">, constant<"w">, maybe(batch_normalization::channels<"b", "w", 0>))
           .bind<"conv">());
 
   static bool resembles(const graph& g, node_id n) {
@@ -93,8 +93,9 @@ struct batch_normalization_into_conv {
 struct batch_normalization_into_conv_transpose {
   static constexpr std::string_view name = "batch-normalization-into-conv-transpose";
   static constexpr int priority = -1;
-  static constexpr auto pattern = batch_normalization::of<1>(
-      op<"ConvTranspose">(capture<"x">, constant<"w">, maybe(batch_normalization::channels<"b", 1>))
+  static constexpr auto pattern = batch_normalization::of<"w", 1>(
+      op<"ConvTranspose">(capture<"x">, constant<"w">,
+                          maybe(batch_normalization::channels<"b", "w", 1>))
           .attr<"group">(1)
           .bind<"conv">());
 
@@ -122,18 +123,11 @@ struct batch_normalization_into_conv_transpose {
 struct batch_normalization_into_gemm {
   static constexpr std::string_view name = "batch-normalization-into-gemm";
   static constexpr int priority = -1;
-  // The product's columns, whichever of W's dims transB makes them.
-  template <fixed_string N>
-  static constexpr auto columns =
-      constant<N>.template proven_rank<1>().template same_dim<0, "product", 1>();
-  static constexpr auto pattern =
-      op<"BatchNormalization">(capture<"product">(op<"Gemm">(capture<"a">.proven_rank<2>(),
-                                                             constant<"w">.proven_rank<2>(),
-                                                             maybe(constant<"c">.proven_rank<1>()))
-                                                      .bind<"gemm">()),
-                               columns<"gamma">, columns<"beta">, columns<"mean">, columns<"var">)
-          .attr<"training_mode">(0)
-          .attr<"is_test">(1);
+  // The statistics as long as the product's columns, whichever of W's dims transB makes them.
+  static constexpr auto pattern = batch_normalization::of<"product", 1>(
+      capture<"product">(op<"Gemm">(capture<"a">.proven_rank<2>(), constant<"w">.proven_rank<2>(),
+                                    maybe(constant<"c">.proven_rank<1>()))
+                             .bind<"gemm">()));
 
   // A [M, K] against W [K, N], as Gemm reads them without transB: the 2-D shape the search
   // gives a leaf, as W has it, transposed.

@@ -392,16 +392,17 @@ bool sweep(model& m, const rewrite::options& run, rewrite::report& out, const gr
       out.rules.emplace_back(name);
     return out.cleaned[std::string(name)];
   };
-  const auto count = [](const removed_ops& r) {
+  const auto count = [](const removed_ops& r, bool nodes_only = false) {
     int n = 0;
-    for (const auto& [op, k] : r) n += k;
+    for (const auto& [op, k] : r) n += nodes_only && op == "initializer" ? 0 : k;
     return n;
   };
   bool changed = false;
   // A node that holds a subgraph keeps alive the names its subgraph reads, which no merge takes;
   // and two nodes merged as alike may be where the facts name a dim nothing else gives (NonZero's
-  // count, a view of a computed shape), which the values read from each of them then share. Where
-  // either happened, the sweeps run again, so that a sweep after them finds nothing.
+  // count, a view of a computed shape), which the values read from each of them then share (not
+  // two initializers: the facts hold their elements, equal already). Where either happened, the
+  // sweeps run again, so that a sweep after them finds nothing.
   for (const graph* index = as_is;; index = nullptr) {
     const int holders = subgraph_holders(g);
     int before = 0, after = 0, alike = 0;
@@ -409,10 +410,10 @@ bool sweep(model& m, const rewrite::options& run, rewrite::report& out, const gr
       removed_ops& removed = removed_by(duplicate_elimination);
       before += count(removed);
       merge_proven_equal(m, removed, index);
-      const int proven = count(removed);
+      const int proven = count(removed, true);
       merge_duplicates(g, removed, m.directory());
       after += count(removed);
-      alike = after - proven;
+      alike = count(removed, true) - proven;
     }
     if (run.runs(dead_node_elimination)) {
       removed_ops& removed = removed_by(dead_node_elimination);
