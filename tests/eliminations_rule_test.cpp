@@ -348,14 +348,16 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
   EXPECT_EQ(report.to_json()["cleaned"].dump(),
             R"({"batch-normalization-into-conv":{},)"
             R"("batch-normalization-into-conv-transpose":{},)"
-            R"("batch-normalization-into-gemm":{},"castlike-to-cast":{},)"
+            R"("batch-normalization-into-gemm":{},"bias-into-conv":{},)"
+            R"("bias-into-gemm":{},"castlike-to-cast":{},)"
             R"("constant-evaluation":{},"constant-folding":{},)"
             R"("constant-to-initializer":{"Constant":1},)"
             R"("constant-view-folding":{},"dead-node-elimination":{},)"
             R"("duplicate-elimination":{},"identity-elimination":{"Identity":1},)"
+            R"("matmul-add-to-gemm":{},)"
             R"("no-op-elimination":{},"not-elimination":{},"pad-into-conv":{},)"
             R"("reshape-folding":{},)"
-            R"("reshape-target-folding":{},"transpose-folding":{},)"
+            R"("reshape-target-folding":{},"slice-folding":{},"transpose-folding":{},)"
             R"("unsqueeze-folding":{}})");
   // Named without them, the library leaves the graph as it is.
   fusekit::model kept = b.build_model();

@@ -129,10 +129,14 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
                                           "reshape-folding",
                                           "reshape-target-folding",
                                           "unsqueeze-folding",
+                                          "slice-folding",
                                           "batch-normalization-into-conv",
                                           "batch-normalization-into-conv-transpose",
                                           "batch-normalization-into-gemm",
                                           "pad-into-conv",
+                                          "bias-into-conv",
+                                          "bias-into-gemm",
+                                          "matmul-add-to-gemm",
                                           "duplicate-elimination",
                                           "dead-node-elimination"};
   auto then_cleaning = [&](std::vector<std::string> fusions) {

@@ -8,8 +8,8 @@
 
 #include "fusekit/rewrite/selfcheck.hpp"
 #include "fusekit/rules/batch_normalization_folding.hpp"
+#include "fusekit/rules/bias_folding.hpp"
 #include "fusekit/rules/transpose_folding.hpp"
-#include "matmul_add_to_gemm.hpp"
 #include "quick_gelu.hpp"
 
 namespace {
@@ -36,7 +36,7 @@ TEST(PassesSelfcheck, TransposeFolding) {
 }
 TEST(PassesSelfcheck, MatMulAddToGemm) {
   // a [M, K] beside b [K, N]: the declared ranks' dims are searched until the product runs.
-  EXPECT_EQ(selfcheck<passes::matmul_add_to_gemm>("matmul_add_to_gemm"),
+  EXPECT_EQ(selfcheck<fusekit::rules::matmul_add_to_gemm>("matmul_add_to_gemm"),
             "matmul-add-to-gemm: ok; 7 of 7 instances fused, 6 of 6 alternatives covered; parity "
             "with ONNX Runtime 7 of 7; 3 mutants: 3 refused and named\n");
 }

@@ -5,8 +5,8 @@
 #include "fusekit/io/model.hpp"
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/batch_normalization_folding.hpp"
+#include "fusekit/rules/bias_folding.hpp"
 #include "fusekit/rules/transpose_folding.hpp"
-#include "matmul_add_to_gemm.hpp"
 #include "quick_gelu.hpp"
 
 int main(int argc, char** argv) {
@@ -16,9 +16,10 @@ int main(int argc, char** argv) {
   }
   try {
     fusekit::model m = fusekit::load_model(argv[1]);
-    const auto report = fusekit::rewrite::fuse<fusekit::rules::batch_normalization_into_conv,
-                                               fusekit::rules::transpose_folding,
-                                               passes::matmul_add_to_gemm, passes::quick_gelu>(m);
+    const auto report =
+        fusekit::rewrite::fuse<fusekit::rules::batch_normalization_into_conv,
+                               fusekit::rules::transpose_folding,
+                               fusekit::rules::matmul_add_to_gemm, passes::quick_gelu>(m);
     fusekit::rewrite::check_invariants(m);
     fusekit::save_model(m, argv[2]);
     std::cout << report.to_table();

@@ -70,11 +70,17 @@ rewrite::any_rule reshape_folding_rule();
 rewrite::any_rule reshape_target_folding_rule();
 // Two Unsqueezes in a row as one.
 rewrite::any_rule unsqueeze_folding_rule();
+// Two Slices in a row on different axes as one.
+rewrite::any_rule slice_folding_rule();
 // A BatchNormalization at inference folded into the Conv, ConvTranspose or Gemm before it.
 rewrite::any_rule batch_normalization_into_conv_rule();
 rewrite::any_rule batch_normalization_into_conv_transpose_rule();
 rewrite::any_rule batch_normalization_into_gemm_rule();
 rewrite::any_rule pad_into_conv_rule();
+// A constant bias added after a Conv or a Gemm, folded into its own; MatMul and a bias as a Gemm.
+rewrite::any_rule bias_into_conv_rule();
+rewrite::any_rule bias_into_gemm_rule();
+rewrite::any_rule matmul_add_to_gemm_rule();
 // The rules above that clean the graph rather than fuse: bundled() runs them with the fusions (a
 // fusion then sees the graph cleaned, and the Constants a fusion writes become initializers), and
 // fuse_all's report counts their edits (report::cleaned) rather than listing them.

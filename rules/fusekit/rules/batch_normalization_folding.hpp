@@ -49,8 +49,10 @@ constexpr auto of(Producer producer) {
       .template attr<"is_test">(1);
 }
 
-inline bool reads(const graph& g, node_id n, std::string_view op) {
-  const node_id producer = g.producer(g.input(n, 0));
+// Whether input `input` of n is an output of an `op` node (of ai.onnx).
+inline bool reads(const graph& g, node_id n, std::string_view op, std::size_t input = 0) {
+  if (g.input(n, input) == no_id) return false;
+  const node_id producer = g.producer(g.input(n, input));
   return producer != no_id && g.op_type(producer) == op && g.domain(producer).empty();
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "batch_normalization_folding.hpp"
+#include "bias_folding.hpp"
 #include "check_bundled_rule.hpp"
 #include "constant_evaluation.hpp"
 #include "constant_folding.hpp"
@@ -21,6 +22,7 @@
 #include "rotary_embedding.hpp"
 #include "scaled_dot_product_attention.hpp"
 #include "skip_normalization.hpp"
+#include "slice_folding.hpp"
 #include "transpose_folding.hpp"
 #include "unsqueeze_folding.hpp"
 
@@ -55,10 +57,14 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(transpose_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_target_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(unsqueeze_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(slice_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv_transpose);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_gemm);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(pad_into_conv);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(bias_into_conv);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(bias_into_gemm);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(matmul_add_to_gemm);
 #undef FUSEKIT_CHECKED_IN_ITS_FAMILY
 
 namespace {
@@ -127,10 +133,14 @@ std::span<const checked> library() {
       rule<reshape_folding>(true, false, squeezable_shape),
       rule<reshape_target_folding>(true, false),
       rule<unsqueeze_folding>(true, false),
+      rule<slice_folding>(true, false),
       rule<batch_normalization_into_conv>(true, false),
       rule<batch_normalization_into_conv_transpose>(true, false),
       rule<batch_normalization_into_gemm>(true, false),
       rule<pad_into_conv>(true, false),
+      rule<bias_into_conv>(true, false),
+      rule<bias_into_gemm>(true, false),
+      rule<matmul_add_to_gemm>(true, false),
   };
   return rules;
 }
