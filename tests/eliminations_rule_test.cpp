@@ -353,9 +353,10 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
             R"("constant-evaluation":{},"constant-folding":{},)"
             R"("constant-to-initializer":{"Constant":1},)"
             R"("constant-view-folding":{},"dead-node-elimination":{},)"
-            R"("duplicate-elimination":{},"identity-elimination":{"Identity":1},)"
-            R"("matmul-add-to-gemm":{},)"
-            R"("no-op-elimination":{},"not-elimination":{},"pad-into-conv":{},)"
+            R"("duplicate-elimination":{},"factor-folding":{},)"
+            R"("identity-elimination":{"Identity":1},"matmul-add-to-gemm":{},)"
+            R"("no-op-elimination":{},"not-elimination":{},"pad-into-average-pool":{},)"
+            R"("pad-into-conv":{},"pad-into-max-pool":{},)"
             R"("reshape-folding":{},)"
             R"("reshape-target-folding":{},"slice-folding":{},"transpose-folding":{},)"
             R"("unsqueeze-folding":{}})");

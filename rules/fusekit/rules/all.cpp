@@ -52,10 +52,13 @@ std::vector<rewrite::any_rule> cleaning_rules(const fusion_options& options) {
           reshape_target_folding_rule(),
           unsqueeze_folding_rule(),
           slice_folding_rule(),
+          factor_folding_rule(),
           batch_normalization_into_conv_rule(),
           batch_normalization_into_conv_transpose_rule(),
           batch_normalization_into_gemm_rule(),
           pad_into_conv_rule(),
+          pad_into_max_pool_rule(),
+          pad_into_average_pool_rule(),
           bias_into_conv_rule(),
           bias_into_gemm_rule(),
           matmul_add_to_gemm_rule()};

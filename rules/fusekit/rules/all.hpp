@@ -72,11 +72,16 @@ rewrite::any_rule reshape_target_folding_rule();
 rewrite::any_rule unsqueeze_folding_rule();
 // Two Slices in a row on different axes as one.
 rewrite::any_rule slice_folding_rule();
+// Two scalar factors in a row (Mul, Div) as one.
+rewrite::any_rule factor_folding_rule();
 // A BatchNormalization at inference folded into the Conv, ConvTranspose or Gemm before it.
 rewrite::any_rule batch_normalization_into_conv_rule();
 rewrite::any_rule batch_normalization_into_conv_transpose_rule();
 rewrite::any_rule batch_normalization_into_gemm_rule();
+// A Pad before a Conv or a pool, folded into its pads.
 rewrite::any_rule pad_into_conv_rule();
+rewrite::any_rule pad_into_max_pool_rule();
+rewrite::any_rule pad_into_average_pool_rule();
 // A constant bias added after a Conv or a Gemm, folded into its own; MatMul and a bias as a Gemm.
 rewrite::any_rule bias_into_conv_rule();
 rewrite::any_rule bias_into_gemm_rule();

@@ -14,6 +14,7 @@
 #include "constant_folding.hpp"
 #include "differential_attention.hpp"
 #include "eliminations.hpp"
+#include "factor_folding.hpp"
 #include "fusekit/io/error.hpp"
 #include "gelu.hpp"
 #include "layer_normalization.hpp"
@@ -58,10 +59,13 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_target_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(unsqueeze_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(slice_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(factor_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv_transpose);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_gemm);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(pad_into_conv);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(pad_into_max_pool);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(pad_into_average_pool);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(bias_into_conv);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(bias_into_gemm);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(matmul_add_to_gemm);
@@ -134,10 +138,13 @@ std::span<const checked> library() {
       rule<reshape_target_folding>(true, false),
       rule<unsqueeze_folding>(true, false),
       rule<slice_folding>(true, false),
+      rule<factor_folding>(true, false),
       rule<batch_normalization_into_conv>(true, false),
       rule<batch_normalization_into_conv_transpose>(true, false),
       rule<batch_normalization_into_gemm>(true, false),
       rule<pad_into_conv>(true, false),
+      rule<pad_into_max_pool>(true, false),
+      rule<pad_into_average_pool>(true, false),
       rule<bias_into_conv>(true, false),
       rule<bias_into_gemm>(true, false),
       rule<matmul_add_to_gemm>(true, false),

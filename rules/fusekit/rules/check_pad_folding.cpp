@@ -4,5 +4,9 @@
 namespace fusekit::rules {
 
 template selfcheck::result check_rule<pad_into_conv>(const selfcheck::options&, target, provider);
+template selfcheck::result check_rule<pad_into_max_pool>(const selfcheck::options&, target,
+                                                         provider);
+template selfcheck::result check_rule<pad_into_average_pool>(const selfcheck::options&, target,
+                                                             provider);
 
 }  // namespace fusekit::rules

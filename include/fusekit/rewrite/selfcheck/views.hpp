@@ -560,6 +560,18 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
           "value", build::make_tensor("", w.type == dtype::undefined ? outer : w.type, s.o.shape,
                                       std::vector<double>(count, 1.0)));
     }
+    // A pool's window: 3 along each spatial axis of what it reads, as many as the facts prove
+    // it has (those of the leaves' shape where they prove none).
+    if ((Spec::name == "MaxPool" || Spec::name == "AveragePool") && !named("kernel_shape") &&
+        !args.empty()) {
+      const onnx::ModelProto m = s.b.build();
+      const graph g(m);
+      const auto id = g.find_value(args.front().name);
+      const auto rank = id ? facts_of(g).rank(*id) : std::nullopt;
+      const std::size_t spatial = rank.value_or(s.o.shape.size());
+      parts.attrs.emplace_back("kernel_shape",
+                               std::vector<std::int64_t>(spatial > 2 ? spatial - 2 : 1, 3));
+    }
     // An axis the pattern leaves to code is searched as a view's shape is: the sequence axis of a
     // cache's Concat, the last of a pair's halves, the pair's axis a Split or Gather takes apart.
     constexpr bool axis_searched =
