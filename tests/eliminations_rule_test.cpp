@@ -349,7 +349,7 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
             R"({"batch-normalization-into-conv":{},)"
             R"("batch-normalization-into-conv-transpose":{},)"
             R"("batch-normalization-into-gemm":{},"bias-into-conv":{},)"
-            R"("bias-into-gemm":{},"castlike-to-cast":{},)"
+            R"("bias-into-gemm":{},"castlike-to-cast":{},"concat-folding":{},)"
             R"("constant-evaluation":{},"constant-folding":{},)"
             R"("constant-to-initializer":{"Constant":1},)"
             R"("constant-view-folding":{},"dead-node-elimination":{},)"
@@ -358,7 +358,8 @@ TEST(CleaningRules, TheLibraryCountsTheirEditsInsteadOfListingThem) {
             R"("no-op-elimination":{},"not-elimination":{},"pad-into-average-pool":{},)"
             R"("pad-into-conv":{},"pad-into-max-pool":{},)"
             R"("reshape-folding":{},)"
-            R"("reshape-target-folding":{},"slice-folding":{},"transpose-folding":{},)"
+            R"("reshape-target-folding":{},"slice-folding":{},)"
+            R"("squeeze-unsqueeze-elimination":{},"transpose-folding":{},)"
             R"("unsqueeze-folding":{}})");
   // Named without them, the library leaves the graph as it is.
   fusekit::model kept = b.build_model();

@@ -70,8 +70,12 @@ rewrite::any_rule reshape_folding_rule();
 rewrite::any_rule reshape_target_folding_rule();
 // Two Unsqueezes in a row as one.
 rewrite::any_rule unsqueeze_folding_rule();
+// An Unsqueeze of the axes a Squeeze took, or the reverse, forwarded.
+rewrite::any_rule squeeze_unsqueeze_elimination_rule();
 // Two Slices in a row on different axes as one.
 rewrite::any_rule slice_folding_rule();
+// A Concat of a Concat along the same axis as one.
+rewrite::any_rule concat_folding_rule();
 // Two scalar factors in a row (Mul, Div) as one.
 rewrite::any_rule factor_folding_rule();
 // A BatchNormalization at inference folded into the Conv, ConvTranspose or Gemm before it.

@@ -10,6 +10,7 @@
 #include "batch_normalization_folding.hpp"
 #include "bias_folding.hpp"
 #include "check_bundled_rule.hpp"
+#include "concat_folding.hpp"
 #include "constant_evaluation.hpp"
 #include "constant_folding.hpp"
 #include "differential_attention.hpp"
@@ -58,7 +59,9 @@ FUSEKIT_CHECKED_IN_ITS_FAMILY(transpose_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(reshape_target_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(unsqueeze_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(squeeze_unsqueeze_elimination);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(slice_folding);
+FUSEKIT_CHECKED_IN_ITS_FAMILY(concat_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(factor_folding);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv);
 FUSEKIT_CHECKED_IN_ITS_FAMILY(batch_normalization_into_conv_transpose);
@@ -137,7 +140,9 @@ std::span<const checked> library() {
       rule<reshape_folding>(true, false, squeezable_shape),
       rule<reshape_target_folding>(true, false),
       rule<unsqueeze_folding>(true, false),
+      rule<squeeze_unsqueeze_elimination>(true, false),
       rule<slice_folding>(true, false),
+      rule<concat_folding>(true, false),
       rule<factor_folding>(true, false),
       rule<batch_normalization_into_conv>(true, false),
       rule<batch_normalization_into_conv_transpose>(true, false),

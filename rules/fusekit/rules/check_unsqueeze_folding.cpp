@@ -5,5 +5,7 @@ namespace fusekit::rules {
 
 template selfcheck::result check_rule<unsqueeze_folding>(const selfcheck::options&, target,
                                                          provider);
+template selfcheck::result check_rule<squeeze_unsqueeze_elimination>(const selfcheck::options&,
+                                                                     target, provider);
 
 }  // namespace fusekit::rules

@@ -73,6 +73,20 @@ inline std::vector<std::int64_t> combined(const inserted& axes, std::int64_t out
   return out;
 }
 
+// Whether n, a Squeeze of an Unsqueeze or an Unsqueeze of a Squeeze, puts back or takes away the
+// very axes the other took or put: both axes proven and the same within the Squeeze's input's
+// rank, which the Unsqueeze's output has too.
+inline bool undoes_its_input(const graph& g, node_id n) {
+  const value_id in = g.input(n, 0);
+  const node_id inner = in == no_id ? no_id : g.producer(in);
+  if (inner == no_id || g.inputs(inner).size() < 2 || g.inputs(n).size() < 2) return false;
+  const node_id squeeze = g.op_type(n) == "Squeeze" ? n : inner;
+  const auto rank = facts_of(g).rank(g.input(squeeze, 0));
+  if (!rank) return false;
+  const auto a = axes(g, inner, std::int64_t(*rank)), b = axes(g, n, std::int64_t(*rank));
+  return a && b && *a == *b;
+}
+
 }  // namespace unsqueezes
 
 struct unsqueeze_folding {
@@ -107,6 +121,43 @@ struct unsqueeze_folding {
     e.replace_root(e.copy(
         m.root(), {e.value(get<"x">(m)), e.constant(dtype::int64, {std::int64_t(all.size())},
                                                     std::vector<double>(all.begin(), all.end()))}));
+  }
+};
+
+// An Unsqueeze that puts back the axes a Squeeze took, or a Squeeze of the axes an Unsqueeze put
+// in, is x itself: its readers read x, with no node in between.
+//
+//   x ── Squeeze(A) ── Unsqueeze(A) ── y ── readers   ==>   x ── readers
+//   x ── Unsqueeze(A) ── Squeeze(A) ── y ── readers   ==>   x ── readers
+//
+// A counted within the Squeeze's input's proven rank on both sides (opset 13 on, the axes an
+// input); the first may have other readers, and stays for them. What exporters write for a
+// per-token scale squeezed and broadcast back (F5-TTS's and Flux's float16 exports).
+struct squeeze_unsqueeze_elimination {
+  static constexpr std::string_view name = "squeeze-unsqueeze-elimination";
+  static constexpr int priority = -1;
+  static constexpr auto pattern =
+      any_of(op<"Unsqueeze">(op<"Squeeze">(capture<"x">, capture<"inner_axes">).multi_use(),
+                             capture<"axes">)
+                 .forwardable()
+                 .where("of the axes the Squeeze took", unsqueezes::undoes_its_input),
+             op<"Squeeze">(op<"Unsqueeze">(capture<"x">, capture<"inner_axes">).multi_use(),
+                           capture<"axes">)
+                 .forwardable()
+                 .where("of the axes the Unsqueeze put in", unsqueezes::undoes_its_input));
+  // x's last axis 1, which both take away or put back.
+  struct last_axis_of_one {
+    static auto write(auto& w) { return w.input(w.type(), {2, 3, 1}); }
+  };
+  static constexpr auto sources =
+      pattern::sources(source<"x">(written<last_axis_of_one>),
+                       source<"inner_axes">(written<selfcheck_inputs::int64_vector<-1>>),
+                       source<"axes">(written<selfcheck_inputs::int64_vector<-1>>));
+
+  static bool resembles(const graph&, node_id) { return false; }
+
+  static void emit(const graph&, const auto& m, rewrite::emitter& e) {
+    e.replace_root(e.value(get<"x">(m)));
   }
 };
 
