@@ -18,23 +18,24 @@ using fusekit::build::value;
 using fusekit::rewrite::fuse;
 using fusekit::rules::concat_folding;
 
-// Concat(axis outer)(Concat(axis inner)(p, q), r), the inner second where asked; p and q
-// [2, 3, 4], r as the outer join needs it.
+// Concat(axis outer)(Concat(axis inner)(p, q), r), or with the inner at `at` among the outer's
+// `others` (r, s …); p and q [2, 3, 4], the others as the outer join needs them.
 struct nested {
   std::int64_t outer = 1, inner = 1;
-  bool inner_second = false, inner_read_elsewhere = false;
-  fusekit::build::shape_spec r_dims{2, 3, 4};
+  std::size_t at = 0, others = 1;
+  bool inner_read_elsewhere = false;
+  fusekit::build::shape_spec other_dims{2, 3, 4};
 
   fusekit::model build() const {
     model_builder b(17);
     auto p = b.input("p", dtype::float32, {2, 3, 4});
     auto q = b.input("q", dtype::float32, {2, 3, 4});
-    auto r = b.input("r", dtype::float32, r_dims);
+    std::vector<value> inputs;
+    for (std::size_t i = 0; i < others; ++i)
+      inputs.push_back(b.input(std::string(1, char('r' + i)), dtype::float32, other_dims));
     auto joined = b.op("Concat", {p, q}, {{"axis", inner}}, {.name = "inner"});
-    b.output(
-        b.op("Concat", inner_second ? std::vector<value>{r, joined} : std::vector<value>{joined, r},
-             {{"axis", outer}}, {.name = "outer"}),
-        dtype::float32);
+    inputs.insert(inputs.begin() + std::ptrdiff_t(at), joined);
+    b.output(b.op("Concat", inputs, {{"axis", outer}}, {.name = "outer"}), dtype::float32);
     if (inner_read_elsewhere) b.output(joined, dtype::float32);
     return b.build_model();
   }
@@ -55,7 +56,26 @@ std::string after(const nested& n) {
 
 TEST(ConcatFolding, TheInnersInputsTakeItsPlace) {
   EXPECT_EQ(after({}), "Concat(p q r) axis 1; ");
-  EXPECT_EQ(after({.inner_second = true}), "Concat(r p q) axis 1; ");
+  EXPECT_EQ(after({.at = 1}), "Concat(r p q) axis 1; ");
+  EXPECT_EQ(after({.at = 1, .others = 3}), "Concat(r p q s t) axis 1; ");
+  EXPECT_EQ(after({.at = 3, .others = 3}), "Concat(r s t p q) axis 1; ");
+}
+
+TEST(ConcatFolding, EveryInnerFolds) {
+  // Concat(Concat(p, q), r, Concat(p, q)) along one axis: each inner is one of its own.
+  model_builder b(17);
+  auto p = b.input("p", dtype::float32, {2, 3, 4});
+  auto q = b.input("q", dtype::float32, {2, 3, 4});
+  auto r = b.input("r", dtype::float32, {2, 3, 4});
+  auto first = b.op("Concat", {p, q}, {{"axis", 1}});
+  auto second = b.op("Concat", {q, p}, {{"axis", 1}});
+  b.output(b.op("Concat", {first, r, second}, {{"axis", 1}}), dtype::float32);
+  fusekit::model m = b.build_model();
+  fuse<concat_folding>(m);
+  ASSERT_EQ(m.proto.graph().node_size(), 1);
+  std::string inputs;
+  for (const auto& in : m.proto.graph().node(0).input()) inputs += in + " ";
+  EXPECT_EQ(inputs, "p q r q p ");
 }
 
 TEST(ConcatFolding, AxesThatNameOneAxisOfTheProvenRank) {
@@ -65,10 +85,20 @@ TEST(ConcatFolding, AxesThatNameOneAxisOfTheProvenRank) {
 
 TEST(ConcatFolding, LookAlikesAreLeft) {
   // p and q joined along axis 1, then that and r along axis 0: no one join of p, q and r.
-  EXPECT_EQ(after({.outer = 0, .r_dims = {2, 6, 4}}),
+  EXPECT_EQ(after({.outer = 0, .other_dims = {2, 6, 4}}),
             "Concat(p q) axis 1; Concat(inner r) axis 0; ");
   // The inner is read elsewhere: it would stay, and nothing would be saved.
   EXPECT_EQ(after({.inner_read_elsewhere = true}), "Concat(p q) axis 1; Concat(inner r) axis 1; ");
+}
+
+TEST(ConcatFolding, NearMissOnlyWhenAsked) {
+  // Joined along axis 1, then along axis 0: told only where a run asks to explain.
+  fusekit::model m = nested{.outer = 0, .other_dims = {2, 6, 4}}.build();
+  EXPECT_TRUE(fuse<concat_folding>(m).near_misses.empty());
+  const auto report = fuse<concat_folding>(m, {.explain = true});
+  ASSERT_FALSE(report.near_misses.empty());
+  EXPECT_EQ(report.near_misses.back().reason,
+            "input 0 of Concat 'outer': Concat 'inner': not joined again along its own axis");
 }
 
 }  // namespace

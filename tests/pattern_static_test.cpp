@@ -365,6 +365,9 @@ static_assert(
 static_assert(required_ops_of(op<"Add", "ai.onnx">(any(), any())).contains(add_op));
 static_assert(required_ops_of(maybe(op<"Mul">(any(), any()))).size == 0);
 static_assert(required_ops_of(capture<"y">(op<"Mul">(any(), any()))).contains(mul_op));
+// around<>'s input is one of the op's, wherever it stands: its ops are required.
+constexpr auto joined = required_ops_of(op<"Concat">(around<"a", "b">(op<"Mul">(any(), any()))));
+static_assert(joined.size == 2 && joined.contains(mul_op) && joined.contains({"", "Concat"}));
 
 // ---- dtype conversions are constexpr
 

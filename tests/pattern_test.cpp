@@ -667,6 +667,65 @@ TEST(All, BindsEveryInputAsAList) {
   EXPECT_EQ(describe(halves), "Concat(parts:all(_{dtype float16}))");
 }
 
+TEST(Around, FindsOneInputWhereverItStandsAndBindsTheOthers) {
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 4});
+  auto y = b.input("y", dtype::float32, {2, 4});
+  auto neg = b.op("Neg", {x});
+  auto first = b.op("Concat", {neg, x, y}, {{"axis", 1}});
+  auto middle = b.op("Concat", {x, neg, y}, {{"axis", 1}});
+  auto last = b.op("Concat", {x, y, neg}, {{"axis", 1}});
+  auto alone = b.op("Concat", {neg}, {{"axis", 1}});
+  auto without = b.op("Concat", {x, y}, {{"axis", 1}});
+  for (auto& v : {first, middle, last, alone, without}) b.output(v);
+  indexed m(b);
+  constexpr auto p = op<"Concat">(around<"before", "after">(op<"Neg">(capture<"a">).multi_use()));
+  const auto names = [&](std::span<const value_id> list) {
+    std::string out;
+    for (value_id v : list) out += std::string(m.g.name(v)) + " ";
+    return out;
+  };
+  const auto r_first = match(p, m.g, m.node(first));
+  ASSERT_TRUE(r_first);
+  EXPECT_EQ(names(r_first.get<"before">()), "");
+  EXPECT_EQ(names(r_first.get<"after">()), "x y ");
+  EXPECT_EQ(m.g.name(r_first.get<"a">()), "x");
+  const auto r_middle = match(p, m.g, m.node(middle));
+  ASSERT_TRUE(r_middle);
+  EXPECT_EQ(names(r_middle.get<"before">()), "x ");
+  EXPECT_EQ(names(r_middle.get<"after">()), "y ");
+  const auto r_last = match(p, m.g, m.node(last));
+  ASSERT_TRUE(r_last);
+  EXPECT_EQ(names(r_last.get<"before">()), "x y ");
+  EXPECT_EQ(names(r_last.get<"after">()), "");
+  const auto r_alone = match(p, m.g, m.node(alone));
+  ASSERT_TRUE(r_alone);
+  EXPECT_TRUE(r_alone.get<"before">().empty() && r_alone.get<"after">().empty());
+  // No input is a Neg: each fails as deep as the other, and the explanation names the first.
+  EXPECT_FALSE(match(p, m.g, m.node(without)));
+  EXPECT_EQ(why(p, m, without),
+            "input 0 of Concat 'Concat_5': expected Neg, found graph input 'x'");
+  EXPECT_EQ(describe(p), "Concat(before:all, Neg{multi-use}(a), after:all)");
+}
+
+TEST(Around, TriesTheNextPositionWhenTheRestFails) {
+  // Sum(Neg(y), Neg(x)) · x: the first Neg binds a to y, which the Mul's x is not; the second
+  // holds.
+  model_builder b;
+  auto x = b.input("x", dtype::float32, {2, 4});
+  auto y = b.input("y", dtype::float32, {2, 4});
+  auto product = b.op("Mul", {b.op("Sum", {b.op("Neg", {y}), b.op("Neg", {x})}), x});
+  b.output(product);
+  indexed m(b);
+  constexpr auto p =
+      op<"Mul">(op<"Sum">(around<"before", "after">(op<"Neg">(capture<"a">))), capture<"a">);
+  const auto r = match(p, m.g, m.node(product));
+  ASSERT_TRUE(r);
+  EXPECT_EQ(m.g.name(r.get<"a">()), "x");
+  EXPECT_EQ(r.get<"before">().size(), 1u);
+  EXPECT_TRUE(r.get<"after">().empty());
+}
+
 // ---- predicates that ask the facts oracle or see the captures bound so far
 
 TEST(Predicates, ProvenRank) {

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -186,6 +187,17 @@ onnx::TensorProto make_tensor(std::string name, dtype type, std::vector<std::int
                               const std::vector<double>& values);
 #endif
 
+// A 1-D int64 tensor of `values`, each written exactly (a shape, axes, a Slice's bounds: torch's
+// INT64_MAX for "to the end" has no double).
+inline onnx::TensorProto make_ints_tensor(std::string name, std::span<const std::int64_t> values) {
+  onnx::TensorProto t;
+  t.set_name(std::move(name));
+  t.set_data_type(static_cast<int>(dtype::int64));
+  t.add_dims(std::int64_t(values.size()));
+  t.set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size_bytes()));
+  return t;
+}
+
 class graph_builder {
  public:
   explicit graph_builder(std::string name = "main") : names_(std::make_shared<int>(0)) {
@@ -226,6 +238,12 @@ class graph_builder {
 
   // A 0-d initializer.
   value scalar(dtype type, double v) { return initializer(type, {}, {v}); }
+  // A 1-D int64 initializer, its values written exactly.
+  value ints(std::vector<std::int64_t> values) {
+    std::string name = fresh("init");
+    *graph_.add_initializer() = make_ints_tensor(name, values);
+    return {std::move(name)};
+  }
 
   // A Constant node holding the tensor.
   value constant(dtype type, std::vector<std::int64_t> dims, const std::vector<double>& values) {

@@ -136,10 +136,11 @@ std::vector<node_id> anchors(const any_of_t<B, Alts...>& p, const graph& g) {
 
 // The op types every match of a pattern holds a node of, whichever alternatives it takes: an op
 // node, what its inputs require, the first input of an optional op (matched with or without it),
-// what every alternative of an any_of requires, what a transparent or captured pattern wraps.
-// Nothing else is required (a capture, a constant, maybe(), all<>, a matcher of a rule's own), so
-// the list only ever errs on the side of holding less. A graph without a node of one of them holds
-// no match: a driver knows the match fails at every anchor without trying it.
+// what every alternative of an any_of requires, what a transparent or captured pattern wraps,
+// what around<> finds among the inputs. Nothing else is required (a capture, a constant, maybe(),
+// all<>, a matcher of a rule's own), so the list only ever errs on the side of holding less. A
+// graph without a node of one of them holds no match: a driver knows the match fails at every
+// anchor without trying it.
 struct required_ops {
   static constexpr std::size_t capacity = 16;  // past it, the rest are not listed: still sound
   struct op {
@@ -191,6 +192,8 @@ template <class P, bool AnyCasts>
 struct required_of<transparent_t<P, AnyCasts>> : required_of<P> {};
 template <class Op, fixed_string B>
 struct required_of<optional_t<Op, B>> : required_of<decltype(std::declval<Op>().inputs.head)> {};
+template <fixed_string B, fixed_string A, class E>
+struct required_of<around_t<B, A, E>> : required_of<E> {};
 template <fixed_string B, class First, class... Rest>
 struct required_of<any_of_t<B, First, Rest...>> {
   static constexpr required_ops value = [] {

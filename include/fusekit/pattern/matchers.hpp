@@ -66,12 +66,14 @@ struct captures_of<T> {
   using type = typename T::captures;
 };
 
-// Op inputs that change the op's arity: maybe(p) (an input that may be omitted) and all<"xs">
-// (every input, as a list).
+// Op inputs that change the op's arity: maybe(p) (an input that may be omitted), all<"xs">
+// (every input, as a list) and around<"before", "after">(p) (one input p, wherever it stands).
 template <class P>
 struct maybe_t;
 template <fixed_string Name, class Element>
 struct all_t;
+template <fixed_string Before, fixed_string After, class Element>
+struct around_t;
 
 template <class T>
 inline constexpr bool is_maybe = false;
@@ -81,6 +83,10 @@ template <class T>
 inline constexpr bool is_all = false;
 template <fixed_string Name, class Element>
 inline constexpr bool is_all<all_t<Name, Element>> = true;
+template <class T>
+inline constexpr bool is_around = false;
+template <fixed_string Before, fixed_string After, class Element>
+inline constexpr bool is_around<around_t<Before, After, Element>> = true;
 
 template <class P>
 struct pack_traits;
@@ -101,7 +107,7 @@ struct pack_traits<pack<Ts...>> {
     ((f = is_maybe<Ts> && f == sizeof...(Ts) ? i : f, ++i), ...);
     return f;
   }();
-  static constexpr bool variadic = (is_all<Ts> || ...);
+  static constexpr bool variadic = ((is_all<Ts> || is_around<Ts>) || ...);
 };
 template <>
 struct pack_traits<pack<>> {
@@ -933,12 +939,13 @@ struct op_factory {
     using traits = pack_traits<pack<Inputs...>>;
     static_assert(!traits::variadic || sizeof...(Inputs) == 1,
                   "fusekit: all<> stands for every input of the op, so it must be the op's only "
-                  "input");
+                  "input (around<> too)");
     if constexpr (spec::id.has_value()) {
       constexpr op_info info = known_ops[*spec::id];
       if constexpr (traits::variadic) {
         static_assert(info.max_inputs == variadic,
-                      "fusekit: all<> needs an op with any number of inputs (Concat, Sum, Max …)");
+                      "fusekit: all<> needs an op with any number of inputs (Concat, Sum, Max …; "
+                      "around<> too)");
       } else {
         static_assert(
             int(sizeof...(Inputs)) >= info.min_inputs && int(sizeof...(Inputs)) <= info.max_inputs,
@@ -1244,6 +1251,65 @@ struct all_t {
 
 template <fixed_string Name>
 inline constexpr all_t<Name, any_t> all{};
+
+// ---- around<"before", "after">(p): one input of a variadic op matches p, wherever it stands; the
+// inputs before it and after it are bound as lists, either of which may be empty. Positions are
+// tried first to last until p and the rest of the pattern hold: a Concat of a Concat among its
+// inputs, a Sum of one product among its terms. p is a whole value pattern, captures and op nodes
+// included.
+
+template <fixed_string Before, fixed_string After, class Element>
+struct around_t {
+  static_assert(Before.view() != After.view(),
+                "fusekit: around<>: the inputs before and after are two lists of two names");
+  Element element;
+  using captures =
+      merge_t<decl_list<decl<Before, capture_kind::list>>,
+              decl_list<decl<After, capture_kind::list>>, typename captures_of<Element>::type>;
+  static constexpr std::size_t nodes = Element::nodes;
+
+  void describe(std::string& out) const {
+    out += std::string(Before.view()) + ":all, ";
+    element.describe(out);
+    out += ", " + std::string(After.view()) + ":all";
+  }
+
+  template <class C>
+  bool match(C&, const site*, value_id, continuation) const {
+    static_assert(sizeof(C) == 0,
+                  "fusekit: around<> stands for every input of an op, it is no value pattern");
+    return false;
+  }
+
+  // Called by the op in place of matching input by input, as all<>'s.
+  template <class C>
+  bool match_all(C& c, const site* where, node_id n, std::size_t given, continuation rest) const {
+    constexpr std::size_t before = index_of<typename C::captures>(Before.view());
+    constexpr std::size_t after = index_of<typename C::captures>(After.view());
+    const value_id* inputs = c.g.inputs(n).data();
+    for (std::size_t i = 0; i < given; ++i) {
+      const site here{n, std::uint32_t(i), where};
+      const bool matched = element.match(c, &here, inputs[i], [&] {
+        return c.template bind<before>(slot{.id = std::uint32_t(i), .pointer = inputs}, [&] {
+          return c.template bind<after>(
+              slot{.id = std::uint32_t(given - i - 1), .pointer = inputs + i + 1}, rest);
+        });
+      });
+      if (matched) return true;
+    }
+    return false;
+  }
+};
+
+template <fixed_string Before, fixed_string After>
+struct around_factory {
+  template <class P>
+  constexpr around_t<Before, After, P> operator()(P p) const {
+    return {p};
+  }
+};
+template <fixed_string Before, fixed_string After>
+inline constexpr around_factory<Before, After> around{};
 
 // ---- transparent(p): p at the value, or above up to 4 nodes that pass the value on unchanged
 // ---- through_casts(p): the same, or above up to 4 Casts of any types: where a rule reads a

@@ -77,6 +77,12 @@ class emitter {
     initializers_.push_back(build::make_tensor(name, type, std::move(dims), values));
     return name;
   }
+  // A new 1-D int64 initializer: a shape, axes or bounds, each number written exactly.
+  std::string ints(const std::vector<std::int64_t>& values) {
+    const std::string name = names_->fresh(stem_ + "/const");
+    initializers_.push_back(build::make_ints_tensor(name, values));
+    return name;
+  }
   // A new initializer holding a copy of `t`: a Constant node's tensor, made an initializer.
   std::string constant(const onnx::TensorProto& t) {
     const std::string name = names_->fresh(stem_ + "/const");

@@ -258,13 +258,11 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
       const std::vector<sym>& d = *dims;
       const std::string q = e.value(call.q), shape = e.op("Shape", {term});
       const auto lead = [&](int axis) {
-        return d[0].is_constant(1) ? e.constant(dtype::int64, {1}, {1.0})
-                                   : dim_tensor(e, *f.dim_of(call.q, axis), q, axis);
+        return d[0].is_constant(1) ? e.ints({1}) : dim_tensor(e, *f.dim_of(call.q, axis), q, axis);
       };
       const auto own = [&](int axis) {
-        if (auto k = d[std::size_t(axis)].constant())
-          return e.constant(dtype::int64, {1}, {double(*k)});
-        return e.op("Gather", {shape, e.constant(dtype::int64, {1}, {double(axis)})});
+        if (auto k = d[std::size_t(axis)].constant()) return e.ints({*k});
+        return e.op("Gather", {shape, e.ints({axis})});
       };
       term = e.op("Reshape",
                   {term, e.op("Concat", {lead(0), lead(1), own(1), own(2)}, {{"axis", 0}})});
@@ -274,7 +272,7 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
     out = out.empty() ? term : e.op("Add", {out, term});
   }
   if (call.bias_expanded_over_keys || call.bias_expanded_over_queries) {
-    const std::string one = e.constant(dtype::int64, {1}, {1.0});
+    const std::string one = e.ints({1});
     // With the cache moved into the op, v is the op's own present: past and new keys summed.
     const std::string keys =
         !call.bias_expanded_over_keys ? one
@@ -286,9 +284,7 @@ std::string bias(const graph& g, const M& m, rewrite::emitter& e, const fused::a
     const std::string rows = call.bias_expanded_over_queries
                                  ? dim_tensor(e, *f.dim_of(call.q, 2), e.value(call.q), 2)
                                  : one;
-    out =
-        e.op("Expand", {out, e.op("Concat", {e.constant(dtype::int64, {2}, {1.0, 1.0}), rows, keys},
-                                  {{"axis", 0}})});
+    out = e.op("Expand", {out, e.op("Concat", {e.ints({1, 1}), rows, keys}, {{"axis", 0}})});
   } else if (call.bias_dims && call.bias_dims->size() < 4) {
     // The ops read the bias 4-D, where the Adds broadcast a lower rank from the right.
     std::vector<std::int64_t> front(4 - call.bias_dims->size());

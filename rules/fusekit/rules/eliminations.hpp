@@ -39,6 +39,8 @@
 // None of the rules has near misses: a node either computes nothing or is no elimination.
 #pragma once
 
+#include <algorithm>
+
 #include "fusekit/graph/facts.hpp"
 #include "fusekit/pattern/pattern.hpp"
 #include "fusekit/rewrite/emitter.hpp"
@@ -83,12 +85,8 @@ struct identity_elimination {
 template <class F>
 bool every_element(const graph& g, node_id n, std::size_t slot, F holds) {
   if (slot >= g.inputs(n).size() || g.input(n, slot) == no_id) return true;
-  const content_fact& c = facts_of(g).content(g.input(n, slot));
-  if (!c.known || c.real) return false;
-  return std::all_of(c.ints.begin(), c.ints.end(), [&](const sym& e) {
-    const auto k = e.constant();
-    return k && holds(*k);
-  });
+  const auto ints = facts_of(g).ints(g.input(n, slot));
+  return ints && std::all_of(ints->begin(), ints->end(), holds);
 }
 
 // y has x's type and every dim proven x's.

@@ -433,7 +433,7 @@ inline std::string hidden_rows(const graph& g, const std::string& bias, dtype t,
                                rewrite::emitter& e) {
   const std::string largest =
       g.opset("") >= 18
-          ? e.op("ReduceMax", {bias, e.constant(dtype::int64, {1}, {-1})}, {{"keepdims", 1}})
+          ? e.op("ReduceMax", {bias, e.ints({-1})}, {{"keepdims", 1}})
           : e.op("ReduceMax", {bias}, {{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", 1}});
   return e.op("Equal", {largest, e.constant(t, {}, {-std::numeric_limits<double>::infinity()})});
 }
@@ -441,9 +441,7 @@ inline std::string hidden_rows(const graph& g, const std::string& bias, dtype t,
 // x with dims of 1 inserted at `axes`: Unsqueeze, whose axes are an input from opset 13 on.
 inline std::string unsqueezed(const graph& g, rewrite::emitter& e, const std::string& x,
                               const std::vector<std::int64_t>& axes) {
-  if (g.opset("") >= 13)
-    return e.op("Unsqueeze", {x, e.constant(dtype::int64, {std::int64_t(axes.size())},
-                                            std::vector<double>(axes.begin(), axes.end()))});
+  if (g.opset("") >= 13) return e.op("Unsqueeze", {x, e.ints(axes)});
   return e.op("Unsqueeze", {x}, {{"axes", axes}});
 }
 
@@ -451,7 +449,7 @@ inline std::string unsqueezed(const graph& g, rewrite::emitter& e, const std::st
 // output if `merged`, else BNSH; each op writes one of them and the other is converted.
 // One dim of x as the model runs it, a one-element int64 tensor.
 inline std::string run_time_dim(rewrite::emitter& e, const std::string& x, int axis) {
-  return e.op("Gather", {e.op("Shape", {x}), e.constant(dtype::int64, {1}, {double(axis)})});
+  return e.op("Gather", {e.op("Shape", {x}), e.ints({axis})});
 }
 
 inline attention_outputs emit_attention(const graph& g, const attention_call& c, const operands& in,
@@ -480,14 +478,13 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
       r.y = e.op("Where", {hidden_rows(g, in.bias, t, e), e.constant(t, {}, {0.0}), r.y});
     if (!merged) return r;
     const auto bsnh = e.op("Transpose", {r.y}, {{"perm", perm_0213()}});
-    const std::string shape =
-        in.merged_shape.empty() ? e.constant(dtype::int64, {3}, {0, 0, -1}) : in.merged_shape;
+    const std::string shape = in.merged_shape.empty() ? e.ints({0, 0, -1}) : in.merged_shape;
     r.y = e.op("Reshape", {bsnh, shape});
     return r;
   }
   const auto bsd = [&](const std::string& bnsh) {
     const auto bsnh = e.op("Transpose", {bnsh}, {{"perm", perm_0213()}});
-    return e.op("Reshape", {bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
+    return e.op("Reshape", {bsnh, e.ints({0, 0, -1})});
   };
   const auto q_bsd = in.q_bsd.empty() ? bsd(in.q) : in.q_bsd;
   const auto k_bsd = [&] { return in.k_bsd.empty() ? bsd(in.k) : in.k_bsd; };
@@ -499,12 +496,11 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
     const auto dim = [&](const std::string& x, int axis) { return run_time_dim(e, x, axis); };
     std::string total = dim(in.k, 2);
     if (!in.past_k.empty()) total = e.op("Add", {dim(in.past_k, 2), total});
-    const auto last = e.op("Sub", {total, e.constant(dtype::int64, {1}, {1})});
+    const auto last = e.op("Sub", {total, e.ints({1})});
     const auto seqlens_k =
         e.op("Cast", {e.op("Expand", {last, dim(in.q, 0)})}, {{"to", dtype::int32}});
     const auto total_length =
-        e.op("Cast", {e.op("Reshape", {total, e.constant(dtype::int64, {0}, {})})},
-             {{"to", dtype::int32}});
+        e.op("Cast", {e.op("Reshape", {total, e.ints({})})}, {{"to", dtype::int32}});
     // Inputs 7 to 9 (rotary caches, position ids) stay empty; 10 is the attention bias.
     std::vector<std::string> inputs{q_bsd,     k_bsd(),   v_bsd(),     in.past_k,
                                     in.past_v, seqlens_k, total_length};
@@ -539,13 +535,12 @@ inline attention_outputs emit_attention(const graph& g, const attention_call& c,
         e.ops("MultiHeadAttention", inputs, attributes(std::move(own)), "com.microsoft", outputs));
   }
   if (merged && !zero_rows) return r;
-  std::string bsnh =
-      e.op("Reshape", {r.y, e.constant(dtype::int64, {4}, {0, 0, double(num_heads), -1})});
+  std::string bsnh = e.op("Reshape", {r.y, e.ints({0, 0, num_heads, -1})});
   if (zero_rows) {
     const auto hidden = e.op("Transpose", {hidden_rows(g, in.bias, t, e)}, {{"perm", perm_0213()}});
     bsnh = e.op("Where", {hidden, e.constant(t, {}, {0.0}), bsnh});
     if (merged) {
-      r.y = e.op("Reshape", {bsnh, e.constant(dtype::int64, {3}, {0, 0, -1})});
+      r.y = e.op("Reshape", {bsnh, e.ints({0, 0, -1})});
       return r;
     }
   }

@@ -135,7 +135,7 @@ rewrite::verdict heads_in_batch_refused(const graph& g, const M& m,
 
 // One dim of a tensor as a one-element int64 tensor: a constant where the facts know it.
 inline std::string dim_tensor(rewrite::emitter& e, const sym& d, const std::string& x, int axis) {
-  if (auto k = d.constant()) return e.constant(dtype::int64, {1}, {double(*k)});
+  if (auto k = d.constant()) return e.ints({*k});
   return fused::run_time_dim(e, x, axis);
 }
 

@@ -167,12 +167,10 @@ inline std::string repeat_heads(const graph& g, rewrite::emitter& e, const std::
   const facts& f = facts_of(g);
   const std::int64_t heads = *f.dim_of(q, 1)->constant(), groups = heads / *kv_heads.constant();
   const std::string u = fused::unsqueezed(g, e, x, {2});
-  const std::string repeated =
-      e.op("Expand", {u, e.constant(dtype::int64, {5}, {1, 1, double(groups), 1, 1})});
-  const std::string shape = e.op("Concat",
-                                 {e.constant(dtype::int64, {3}, {0, double(heads), -1}),
-                                  dim_tensor(e, *f.dim_of(q, 3), e.value(q), 3)},
-                                 {{"axis", 0}});
+  const std::string repeated = e.op("Expand", {u, e.ints({1, 1, groups, 1, 1})});
+  const std::string shape =
+      e.op("Concat", {e.ints({0, heads, -1}), dim_tensor(e, *f.dim_of(q, 3), e.value(q), 3)},
+           {{"axis", 0}});
   return e.op("Reshape", {repeated, shape});
 }
 

@@ -197,8 +197,7 @@ struct rms_normalization {
     if (value && hidden)
       return e.constant(t, {*hidden}, std::vector<double>(std::size_t(*hidden), *value));
     const std::string s = has<"factor">(m) ? e.value(get<"factor">(m)) : e.constant(t, {}, {1.0});
-    const std::string last =
-        e.op("Gather", {e.op("Shape", {e.value(x)}), e.constant(dtype::int64, {1}, {-1.0})});
+    const std::string last = e.op("Gather", {e.op("Shape", {e.value(x)}), e.ints({-1})});
     return e.op("Expand", {s, last});
   }
 };

@@ -57,22 +57,22 @@ inline std::optional<std::vector<std::int64_t>> merged_pads(const graph& g, node
   const std::optional<double> filled =
       g.input(pad, 2) == no_id ? std::optional<double>(0.0) : f.real_scalar(g.input(pad, 2));
   if (filled != fill) return std::nullopt;
-  const content_fact& p = f.content(g.input(pad, 1));
-  if (!p.known || p.real || p.ints.size() != 2 * *rank) return std::nullopt;
+  const auto p = f.ints(g.input(pad, 1));
+  if (!p || p->size() != 2 * *rank) return std::nullopt;
   std::vector<std::int64_t> out(2 * spatial, 0);
   if (const auto own = g.attribute_ints(n, "pads")) {
     if (own->size() != out.size()) return std::nullopt;
     out.assign(own->begin(), own->end());
   }
   for (std::size_t axis = 0; axis < *rank; ++axis) {
-    const auto begin = p.ints[axis].constant(), end = p.ints[axis + *rank].constant();
-    if (!begin || !end || *begin < 0 || *end < 0) return std::nullopt;
+    const std::int64_t begin = (*p)[axis], end = (*p)[axis + *rank];
+    if (begin < 0 || end < 0) return std::nullopt;
     if (axis < 2) {
-      if (*begin != 0 || *end != 0) return std::nullopt;
+      if (begin != 0 || end != 0) return std::nullopt;
       continue;
     }
-    out[axis - 2] += *begin;
-    out[axis - 2 + spatial] += *end;
+    out[axis - 2] += begin;
+    out[axis - 2 + spatial] += end;
   }
   return out;
 }

@@ -142,9 +142,7 @@ struct reshape_target_folding {
 
   static void emit(const graph& g, const auto& m, rewrite::emitter& e) {
     const std::vector<std::int64_t> shape = *target(g, m.root());
-    const std::string target = e.constant(dtype::int64, {std::int64_t(shape.size())},
-                                          std::vector<double>(shape.begin(), shape.end()));
-    e.replace_root(e.copy(m.root(), {e.value(get<"x">(m)), target}));
+    e.replace_root(e.copy(m.root(), {e.value(get<"x">(m)), e.ints(shape)}));
   }
 };
 

@@ -45,6 +45,7 @@
 // kernel in place of seven or thirteen.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -166,13 +167,9 @@ inline bool away_from_last_axis(const graph& g, node_id p) {
     return perm && !perm->empty() && perm->back() == last;
   }
   if (g.inputs(p).size() < 4 || g.input(p, 3) == no_id) return false;
-  const content_fact& axes = f.content(g.input(p, 3));
-  if (!axes.known || axes.real) return false;
-  for (const sym& a : axes.ints) {
-    const auto k = a.constant();
-    if (!k || *k == last || *k == -1) return false;
-  }
-  return true;
+  const auto axes = f.ints(g.input(p, 3));
+  return axes && std::none_of(axes->begin(), axes->end(),
+                              [&](std::int64_t k) { return k == last || k == -1; });
 }
 
 inline bool uniform_along_last_axis(const facts& f, value_id v) {
@@ -420,9 +417,6 @@ struct fused_rotary_embedding {
     const std::int64_t length = *f.dim_of(x, 3)->constant(), h = length / 2;
     const int position = *rotary_forms::position_axis(g, cos, x);
     const std::size_t rank = *f.rank(cos);
-    auto ints = [&](std::vector<double> v) {
-      return e.constant(dtype::int64, {std::int64_t(v.size())}, std::move(v));
-    };
     auto four_d = [&](value_id angle) {
       std::vector<std::int64_t> front(4 - rank);
       for (std::size_t i = 0; i < front.size(); ++i) front[i] = std::int64_t(i);
@@ -432,26 +426,26 @@ struct fused_rotary_embedding {
     auto cache = [&](const std::string& angle) {
       const std::string one_per_pair =
           F == rotary_form::halves
-              ? e.op("Slice", {angle, ints({0}), ints({double(h)}), ints({3})})
-              : e.op("Slice", {angle, ints({0}), ints({double(length)}), ints({3}), ints({2})});
-      return e.op("Reshape", {one_per_pair, ints({-1, double(h)})});
+              ? e.op("Slice", {angle, e.ints({0}), e.ints({h}), e.ints({3})})
+              : e.op("Slice", {angle, e.ints({0}), e.ints({length}), e.ints({3}), e.ints({2})});
+      return e.op("Reshape", {one_per_pair, e.ints({-1, h})});
     };
     const std::string cos4 = four_d(cos), sin4 = four_d(get<"sin">(m));
     // Row b·S + s of the cache for (b, s): a Range in the angles' (batch or 1, sequence) shape,
     // expanded over the batch where the angles are the same for every row.
-    const std::string rows = e.op("Gather", {e.op("Shape", {cos4}), ints({0, double(position)})});
+    const std::string rows = e.op("Gather", {e.op("Shape", {cos4}), e.ints({0, position})});
     const std::string count = e.op("ReduceProd", {rows}, {{"keepdims", std::int64_t(0)}});
     std::string positions =
         e.op("Reshape", {e.op("Range", {e.constant(dtype::int64, {}, {0}), count,
                                         e.constant(dtype::int64, {}, {1})}),
                          rows});
     if (rank < 4 || f.same_dim(cos, 0, x, 0) != truth::yes)
-      positions = e.op(
-          "Expand",
-          {positions, e.op("Gather", {e.op("Shape", {e.value(x)}), ints({0, double(position)})})});
+      positions =
+          e.op("Expand",
+               {positions, e.op("Gather", {e.op("Shape", {e.value(x)}), e.ints({0, position})})});
     // (batch, sequence, heads, H) is read as (batch, sequence, heads·H), a view either way.
     const bool merged = position == 1;
-    const std::string in = merged ? e.op("Reshape", {e.value(x), ints({0, 0, -1})}) : e.value(x);
+    const std::string in = merged ? e.op("Reshape", {e.value(x), e.ints({0, 0, -1})}) : e.value(x);
     std::vector<build::attr> attrs;
     if (F == rotary_form::interleaved) attrs.emplace_back("interleaved", std::int64_t(1));
     if (merged) attrs.emplace_back("num_heads", *f.dim_of(x, 2)->constant());

@@ -537,8 +537,7 @@ std::string attend(const graph& g, const M& m, rewrite::emitter& e, const attent
     e.note("kv_heads", onnx ? "1, expanded: ONNX Runtime's Attention takes a mask per query head "
                               "only for as many key/value heads"
                             : "1, expanded for MultiHeadAttention's one head count");
-    const std::string heads =
-        e.constant(dtype::int64, {4}, {1.0, double(fused::heads_of(f, call, o)), 1.0, 1.0});
+    const std::string heads = e.ints({1, fused::heads_of(f, call, o), 1, 1});
     in.k = e.op("Expand", {in.k, heads});
     in.v = e.op("Expand", {in.v, heads});
   }
@@ -664,20 +663,20 @@ struct scaled_dot_product_attention {
       // Folded back as the model folded q, for its own unfolding that follows.
       const facts& f = facts_of(g);
       const value_id folded = get<"q">(m);
-      y = e.op("Reshape", {y, e.op("Concat",
-                                   {e.constant(dtype::int64, {1}, {0.0}),
-                                    sdpa::dim_tensor(e, *f.dim_of(folded, 1), e.value(folded), 1),
-                                    sdpa::dim_tensor(e, *f.dim_of(folded, 2), e.value(folded), 2),
-                                    e.constant(dtype::int64, {1}, {-1.0})},
-                                   {{"axis", 0}})});
+      y = e.op(
+          "Reshape",
+          {y, e.op("Concat",
+                   {e.ints({0}), sdpa::dim_tensor(e, *f.dim_of(folded, 1), e.value(folded), 1),
+                    sdpa::dim_tensor(e, *f.dim_of(folded, 2), e.value(folded), 2), e.ints({-1})},
+                   {{"axis", 0}})});
     } else if (facts_of(g).rank(g.input(m.root(), 1)) == 3u) {
       const facts& f = facts_of(g);
       const value_id q = sdpa::query(g, m), v = sdpa::values(g, m);
-      y = e.op("Reshape", {y, e.op("Concat",
-                                   {e.constant(dtype::int64, {1}, {-1.0}),
-                                    sdpa::dim_tensor(e, *f.dim_of(q, 2), e.value(q), 2),
-                                    sdpa::dim_tensor(e, *f.dim_of(v, 3), e.value(v), 3)},
-                                   {{"axis", 0}})});
+      y = e.op("Reshape",
+               {y, e.op("Concat",
+                        {e.ints({-1}), sdpa::dim_tensor(e, *f.dim_of(q, 2), e.value(q), 2),
+                         sdpa::dim_tensor(e, *f.dim_of(v, 3), e.value(v), 3)},
+                        {{"axis", 0}})});
     }
     e.replace_root(y);
   }

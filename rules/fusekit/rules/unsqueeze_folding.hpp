@@ -31,16 +31,14 @@ namespace unsqueezes {
 // The axes input of an Unsqueeze as the facts hold them, each in [0, rank); none where an
 // element is unproven, out of range or repeated.
 inline std::optional<std::vector<std::int64_t>> axes(const graph& g, node_id n, std::int64_t rank) {
-  const content_fact& c = facts_of(g).content(g.input(n, 1));
-  if (!c.known || c.real) return std::nullopt;
-  std::vector<std::int64_t> out;
-  for (const sym& e : c.ints) {
-    const auto k = e.constant();
-    if (!k || *k < -rank || *k >= rank) return std::nullopt;
-    out.push_back(*k < 0 ? *k + rank : *k);
+  auto out = facts_of(g).ints(g.input(n, 1));
+  if (!out) return std::nullopt;
+  for (std::int64_t& k : *out) {
+    if (k < -rank || k >= rank) return std::nullopt;
+    if (k < 0) k += rank;
   }
-  std::sort(out.begin(), out.end());
-  if (std::adjacent_find(out.begin(), out.end()) != out.end()) return std::nullopt;
+  std::sort(out->begin(), out->end());
+  if (std::adjacent_find(out->begin(), out->end()) != out->end()) return std::nullopt;
   return out;
 }
 
@@ -118,9 +116,7 @@ struct unsqueeze_folding {
     const std::int64_t rank =
         std::int64_t(*facts_of(g).rank(get<"x">(m)) + axes.first.size() + axes.second.size());
     const std::vector<std::int64_t> all = unsqueezes::combined(axes, rank);
-    e.replace_root(e.copy(
-        m.root(), {e.value(get<"x">(m)), e.constant(dtype::int64, {std::int64_t(all.size())},
-                                                    std::vector<double>(all.begin(), all.end()))}));
+    e.replace_root(e.copy(m.root(), {e.value(get<"x">(m)), e.ints(all)}));
   }
 };
 

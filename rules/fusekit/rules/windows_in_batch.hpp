@@ -99,26 +99,21 @@ inline std::string windows_merged(const graph& g, rewrite::emitter& e, std::stri
   const std::string batch = dim_tensor(e, *f.dim_of(q, 0), e.value(q), 0);
   if (t.expanded) {
     const auto length = [&](int axis) {
-      if (auto k = f.dim_of(sum, axis)->constant())
-        return e.constant(dtype::int64, {1}, {double(*k)});
+      if (auto k = f.dim_of(sum, axis)->constant()) return e.ints({*k});
       return window_axis_readable(f, t.dims, sum, axis) ? fused::run_time_dim(e, term, axis)
                                                         : std::string();
     };
     std::string images = length(0), windows = length(1);
     if (images.empty()) images = e.op("Div", {batch, windows});
     if (windows.empty()) windows = e.op("Div", {batch, images});
-    term = e.op(
-        "Expand",
-        {term, e.op("Concat", {images, windows, e.constant(dtype::int64, {3}, {1.0, 1.0, 1.0})},
-                    {{"axis", 0}})});
+    term =
+        e.op("Expand", {term, e.op("Concat", {images, windows, e.ints({1, 1, 1})}, {{"axis", 0}})});
   }
   const auto kept = [&](int axis) {
-    if (auto k = t.dims[std::size_t(axis)].constant())
-      return e.constant(dtype::int64, {1}, {double(*k)});
+    if (auto k = t.dims[std::size_t(axis)].constant()) return e.ints({*k});
     return fused::run_time_dim(e, term, axis);
   };
-  const std::string lead =
-      t.op_dims[0].is_constant(1) ? e.constant(dtype::int64, {1}, {1.0}) : batch;
+  const std::string lead = t.op_dims[0].is_constant(1) ? e.ints({1}) : batch;
   return e.op("Reshape", {term, e.op("Concat", {lead, kept(2), kept(3), kept(4)}, {{"axis", 0}})});
 }
 

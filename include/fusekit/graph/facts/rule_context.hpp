@@ -41,15 +41,7 @@ class rule_context {
   }
   value_id out(node_id n) const { return g.output(n, 0); }
   std::optional<std::vector<std::int64_t>> constant_ints(node_id n, std::size_t slot) const {
-    const content_fact& c = in_content(n, slot);
-    if (!c.known || c.real) return std::nullopt;
-    std::vector<std::int64_t> out;
-    for (const sym& s : c.ints) {
-      const auto k = s.constant();
-      if (!k) return std::nullopt;
-      out.push_back(*k);
-    }
-    return out;
+    return f_.ints(g.input(n, slot));
   }
   // Ints from an input (newer opsets) or else from an attribute (older ones).
   std::optional<std::vector<std::int64_t>> ints_of(node_id n, std::size_t slot,

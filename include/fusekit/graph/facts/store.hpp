@@ -75,6 +75,20 @@ class facts {
     if (auto k = c.ints[0].constant()) return double(*k);
     return std::nullopt;
   }
+  // Every element of an integer value, where each is proven a number (a shape's, an axes
+  // input's, a Slice's bounds): the form a rule reads an operand's ints in.
+  std::optional<std::vector<std::int64_t>> ints(value_id v) const {
+    const content_fact& c = content(v);
+    if (!c.known || c.real) return std::nullopt;
+    std::vector<std::int64_t> out;
+    out.reserve(c.ints.size());
+    for (const sym& e : c.ints) {
+      const auto k = e.constant();
+      if (!k) return std::nullopt;
+      out.push_back(*k);
+    }
+    return out;
+  }
 
   std::string text(const sym& s) const { return atoms_->text(s); }
   // "[2, S, 64]", "[2, ?, dim 1 of 'x']", "unknown rank".

@@ -523,8 +523,18 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
       // A Concat's inputs have an axis to join along: a leaf of no declared rank is a vector.
       want each = in;
       if (Spec::name == "Concat" && each.rank < 0) each.rank = 1;
-      args.push_back(detail::make(p.inputs.head.element, s, each));
-      args.push_back(detail::make(p.inputs.head.element, s, each));
+      const auto& head = p.inputs.head;
+      if constexpr (pattern::is_around<std::remove_cvref_t<decltype(head)>>) {
+        // around<>'s input first, between two others, or last.
+        static constexpr pattern::any_t other{};
+        const int at = s.plan.choose(head, 3, " first | between two inputs | last");
+        if (at > 0) args.push_back(detail::make(other, s, each));
+        args.push_back(detail::make(head.element, s, each));
+        if (at < 2) args.push_back(detail::make(other, s, each));
+      } else {
+        args.push_back(detail::make(head.element, s, each));
+        args.push_back(detail::make(head.element, s, each));
+      }
     } else {
       inputs<Spec>(p.inputs, s, in, args);
     }
