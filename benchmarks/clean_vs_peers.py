@@ -1,11 +1,17 @@
 """clean_vs_peers.py FUSEKIT MODEL.onnx…: the clean-graph table of benchmarks/RESULTS.md.
 
-Per model: its node count, and after `fusekit fuse` and after onnxslim (where it is installed) the
-node count, the wall time of the tool (best of --repeat runs) and the largest difference from the
-original's outputs in ONNX Runtime (CPU provider, one intra-op thread, the same random inputs;
-a symbolic dim is 2). Then the totals and fusekit's time against onnxslim's.
+Per model: its node count, and after `fusekit fuse`, onnxslim and onnxoptimizer (its fuse and
+elimination passes) the node count, the wall time of the tool (best of --repeat runs; a peer's
+includes its Python start, as a user pays it) and the largest difference from the original's
+outputs in ONNX Runtime (CPU provider, one intra-op thread, the same random inputs; a symbolic
+dim is 2). Then the totals, over the models every tool wrote, and the times against fusekit's.
 
-Needs onnx, onnxruntime and numpy; onnxslim is optional (its columns are then empty).
+A node is what a runtime runs: a call of a model-local function counts as the nodes of its body
+(a runtime inlines it), so a tool that keeps a call is not credited with one node for a layer.
+A tool that fails on a model (an error, or outputs that do not match) is named in its cell and
+left out of the totals. --totals prints the totals alone (the fixtures: hundreds of rows).
+
+Needs onnx, onnxruntime and numpy; each peer is optional (its columns are then empty).
 """
 import argparse
 import os
@@ -20,8 +26,24 @@ import onnx
 import onnxruntime as ort
 
 
+
+def tolerance(reference):
+    # Relative to the outputs' size; float16 rounds in other places once ops are merged.
+    half = any(x.dtype == np.float16 for x in reference)
+    scale = max((float(np.max(np.abs(x))) for x in reference if x.size and x.dtype != bool),
+                default=1.0)
+    return (1e-2 if half else 1e-4) * max(1.0, scale)
+
+
 def nodes(path):
-    return len(onnx.load(path, load_external_data=False).graph.node)
+    m = onnx.load(path, load_external_data=False)
+    bodies = {(f.domain, f.name): f.node for f in m.functions}
+
+    def count(ns):
+        return sum(count(bodies[(n.domain, n.op_type)]) if (n.domain, n.op_type) in bodies else 1
+                   for n in ns)
+
+    return count(m.graph.node)
 
 
 def feeds(path, seed=0):
@@ -49,18 +71,41 @@ def run(path, inputs):
 
 
 def max_diff(a, b):
-    return max(float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64)))) if x.size else 0.0
-               for x, y in zip(a, b))
+    def one(x, y):
+        if not x.size:
+            return 0.0
+        if x.dtype == bool or y.dtype == bool:
+            return float(np.any(x != y))
+        return float(np.max(np.abs(x.astype(np.float64) - y.astype(np.float64))))
+
+    if len(a) != len(b) or any(x.shape != y.shape for x, y in zip(a, b)):
+        return float("inf")
+    return max((one(x, y) for x, y in zip(a, b)), default=0.0)
 
 
 def timed(cmd, repeat):
     best = None
     for _ in range(repeat):
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         took = time.perf_counter() - start
         best = took if best is None else min(best, took)
     return best
+
+
+OPTIMIZER = ("import sys, onnx, onnxoptimizer; m = onnx.load(sys.argv[1]); "
+             "onnx.save(onnxoptimizer.optimize(m, onnxoptimizer.get_fuse_and_elimination_passes()),"
+             " sys.argv[2])")
+
+
+def tools(fusekit):
+    out = {"fusekit": lambda src, dst: [fusekit, "fuse", src, "-o", dst, "--quiet"]}
+    if slim := shutil.which("onnxslim"):
+        out["onnxslim"] = lambda src, dst: [slim, src, dst]
+    if subprocess.run([sys.executable, "-c", "import onnxoptimizer"],
+                      capture_output=True).returncode == 0:
+        out["onnxoptimizer"] = lambda src, dst: [sys.executable, "-c", OPTIMIZER, src, dst]
+    return out
 
 
 def main():
@@ -68,39 +113,63 @@ def main():
     p.add_argument("fusekit")
     p.add_argument("models", nargs="+")
     p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--totals", action="store_true", help="print the totals alone")
     a = p.parse_args()
-    slim = shutil.which("onnxslim")
-    rows, totals = [], {"original": 0, "fusekit": 0, "onnxslim": 0, "t_fusekit": 0.0, "t_slim": 0.0}
+    commands = tools(a.fusekit)
+    names = list(commands)
+    rows = []
     with tempfile.TemporaryDirectory() as scratch:
         for model in a.models:
             name = os.path.basename(model)[:-len(".onnx")]
             reference = run(model, inputs := feeds(model))
             row = {"model": name, "original": nodes(model)}
-            out = os.path.join(scratch, name + ".fusekit.onnx")
-            row["t_fusekit"] = timed([a.fusekit, "fuse", model, "-o", out, "--quiet"], a.repeat)
-            row["fusekit"] = nodes(out)
-            row["d_fusekit"] = max_diff(reference, run(out, inputs))
-            if slim:
-                out = os.path.join(scratch, name + ".slim.onnx")
-                row["t_slim"] = timed([slim, model, out], a.repeat)
-                row["onnxslim"] = nodes(out)
-                row["d_slim"] = max_diff(reference, run(out, inputs))
+            for tool, command in commands.items():
+                out = os.path.join(scratch, f"{name}.{tool}.onnx")
+                try:
+                    row[f"t_{tool}"] = timed(command(model, out), a.repeat)
+                    row[f"d_{tool}"] = max_diff(reference, run(out, inputs))
+                    if not row[f"d_{tool}"] <= tolerance(reference):
+                        raise RuntimeError(f"outputs differ by {row[f'd_{tool}']:.1e}")
+                    row[tool] = nodes(out)
+                except Exception as e:  # a tool's failure is a cell of the table
+                    why = e.stderr.decode(errors="replace").strip().splitlines()[-1:] \
+                        if isinstance(e, subprocess.CalledProcessError) and e.stderr else [str(e)]
+                    row[f"x_{tool}"] = (why[0] if why else type(e).__name__)[:80]
             rows.append(row)
-            for k in totals:
-                totals[k] += row.get(k, 0)
             print(name, row, file=sys.stderr)
-    print("| model | nodes | fusekit | onnxslim | fusekit s | onnxslim s | max diff fusekit | max diff onnxslim |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['model']} | {r['original']} | {r['fusekit']} | {r.get('onnxslim', '')} | "
-              f"{r['t_fusekit']:.2f} | {r.get('t_slim', float('nan')):.2f} | {r['d_fusekit']:.1e} | "
-              f"{r.get('d_slim', float('nan')):.1e} |")
-    print(f"| all {len(rows)} | {totals['original']} | {totals['fusekit']} | {totals['onnxslim']} | "
-          f"{totals['t_fusekit']:.1f} | {totals['t_slim']:.1f} | | |")
-    if totals["t_fusekit"] > 0 and totals["t_slim"] > 0:
-        print(f"\nonnxslim's time ÷ fusekit's: {totals['t_slim'] / totals['t_fusekit']:.1f}")
-    fewer = sum(1 for r in rows if "onnxslim" in r and r["fusekit"] <= r["onnxslim"])
-    print(f"models where fusekit has at most onnxslim's nodes: {fewer} of {len(rows)}")
+    written = [r for r in rows if all(t in r for t in names)]
+    if not a.totals:
+        print("| model | nodes | " + " | ".join(names) + " | " +
+              " | ".join(f"{t} s" for t in names) + " | " +
+              " | ".join(f"max diff {t}" for t in names) + " |")
+        print("|---" * (2 + 3 * len(names)) + "|")
+        for r in rows:
+            cells = [str(r[t]) if t in r else "fails" for t in names]
+            cells += [f"{r[f't_{t}']:.2f}" if t in r else "" for t in names]
+            cells += [f"{r[f'd_{t}']:.1e}" if t in r else "" for t in names]
+            print(f"| {r['model']} | {r['original']} | " + " | ".join(cells) + " |")
+        print(f"| all {len(written)} written by every tool | "
+              f"{sum(r['original'] for r in written)} | " +
+              " | ".join(str(sum(r[t] for r in written)) for t in names) + " | " +
+              " | ".join(f"{sum(r[f't_{t}'] for r in written):.1f}" for t in names) + " | " +
+              " | ".join("" for _ in names) + " |")
+    print(f"\n{len(rows)} models; written by every tool: {len(written)}, "
+          f"{sum(r['original'] for r in written)} nodes")
+    for t in names:
+        failed = [r["model"] for r in rows if t not in r]
+        print(f"{t}: {sum(r[t] for r in written)} nodes, "
+              f"{sum(r[f't_{t}'] for r in written):.1f} s; fails on {len(failed)}"
+              + (f" ({', '.join(failed[:5])}{', …' if len(failed) > 5 else ''}: "
+                 f"{rows[[r['model'] for r in rows].index(failed[0])]['x_' + t]})" if failed else ""))
+    for t in names[1:]:
+        both = [r for r in rows if "fusekit" in r and t in r]
+        fewer = sum(1 for r in both if r["fusekit"] <= r[t])
+        took = sum(r[f"t_{t}"] for r in both) / max(sum(r["t_fusekit"] for r in both), 1e-9)
+        print(f"models where fusekit has at most {t}'s nodes: {fewer} of {len(both)}; "
+              f"{t}'s time ÷ fusekit's: {took:.1f}")
+        for r in both:
+            if r["fusekit"] > r[t]:
+                print(f"  above {t}: {r['model']} {r['fusekit']} against {r[t]}")
 
 
 if __name__ == "__main__":
