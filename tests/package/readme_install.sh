@@ -53,7 +53,15 @@ cmake -S "$root/tests/package/dsl_consumer" -B "$work/dsl_consumer" \
   -DFUSEKIT_PYTHON="$python" -DCMAKE_BUILD_TYPE=Release --log-level=WARNING
 cmake --build "$work/dsl_consumer"
 "$work/dsl_consumer/dsl_consumer"
-"$work/dsl_consumer/gelu_rule_test"
-"$work/dsl_consumer/gelu_selfcheck_test"
+# fusekit_rule_test() made each test and registered its specifications: ctest runs them all.
+ctest --test-dir "$work/dsl_consumer" --output-on-failure
+[ "$(ctest --test-dir "$work/dsl_consumer" -N | grep -c 'Test *#')" -ge 8 ] || {
+  echo "readme_install.sh: fusekit_rule_test() registered too few specifications" >&2
+  exit 1
+}
+# The reference texts beside the headers they describe.
+for doc in include/fusekit/pattern/README.md include/fusekit/graph/README.md; do
+  [ -f "$dsl_prefix/$doc" ] || { echo "readme_install.sh: $doc is not installed" >&2; exit 1; }
+done
 
 rm -rf "$work"

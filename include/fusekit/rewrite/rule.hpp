@@ -222,14 +222,15 @@ concept is_its_block_ok =
 };
 
 namespace rule_detail {
-// Each source names a value or a constant's number the pattern captures: one of another name
-// would never be written.
+// Each source names a value, a constant's number or a constant tensor the pattern captures: one
+// of another name would never be written.
 template <class Captures, class... S>
 constexpr bool sources_name_values(const pattern::sources_t<S...>*) {
   constexpr auto value = [](std::string_view name) {
     const std::size_t i = pattern::index_of<Captures>(name);
     return i != pattern::npos && (Captures::kinds[i] == pattern::capture_kind::value ||
-                                  Captures::kinds[i] == pattern::capture_kind::number);
+                                  Captures::kinds[i] == pattern::capture_kind::number ||
+                                  Captures::kinds[i] == pattern::capture_kind::tensor);
   };
   return (value(S::name) && ...);
 }
@@ -311,7 +312,7 @@ constexpr bool check_rule() {
       static_assert(sources_ok<R>,
                     "fusekit: a rule's sources are `static constexpr auto sources = "
                     "fusekit::pattern::sources(source<\"x\">(<a pattern>), …);`, each named for a "
-                    "value or a constant scalar the pattern captures");
+                    "value, a constant scalar or a constant<> the pattern captures");
     if constexpr (patterned<R>)
       static_assert(
           examples_ok<R>,

@@ -127,7 +127,9 @@ result check(const options& o, const rewrite::options_of<R>& own) {
       }
     std::string no_model;
     bool found = judge(b, no_model);
-    const bool too_new = !detail::too_new_op(b.model).empty();
+    // No leaf shape mends an op its opset lacks, or a type the op does not admit.
+    const bool too_new =
+        !detail::too_new_op(b.model).empty() || !detail::type_not_admitted(graph(b.model)).empty();
     const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
     for (std::size_t k = 1; !found && !too_new && k < searches.size(); ++k) {
       plan.begin(planner::mode::replay, sequence);

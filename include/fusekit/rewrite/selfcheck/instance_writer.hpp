@@ -357,6 +357,8 @@ template <pattern::fixed_string Name>
 struct gen<pattern::constant_t<Name>> {
   static build::value make(const pattern::constant_t<Name>& p, state& s, want w) {
     using pattern::tensor_rule;
+    // The rule's word on its values (a divisor of 2, not of ones, whose fold is no identity).
+    if (const auto v = s.sourced(std::string(Name.view()), w)) return *v;
     const dtype t = w.type == dtype::undefined ? s.type : w.type;
     const std::int64_t n = s.o.shape.back();
     if (p.rule == tensor_rule::none || p.rule == tensor_rule::all_equal ||
@@ -713,12 +715,53 @@ FUSEKIT_ENGINE_INLINE std::string too_new_op(const onnx::ModelProto& m) {
 std::string too_new_op(const onnx::ModelProto& m);
 #endif
 
-// Why a written graph is no model: an op too new for its opset (too_new_op), or a node the facts
-// prove cannot run (q's heads merged into the batch axis and kᵀ's not: batch dims that do not
-// broadcast). "" where it is one. `g` is m's graph.
+// Why a written graph is no model: an ai.onnx node reads a type its op does not admit at the
+// opset the graph imports (a bfloat16 Softmax before opset 13, which options::types and
+// options::opsets may combine). "" where every node's does.
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::string type_not_admitted(const graph& g) {
+  const int opset = int(g.opset(""));
+  for (node_id n = 0; n < g.node_count(); ++n) {
+    if (!g.domain(n).empty() && g.domain(n) != "ai.onnx") continue;
+    const onnx::OpSchema* schema =
+        onnx::OpSchemaRegistry::Schema(std::string(g.op_type(n)), opset, onnx::ONNX_DOMAIN);
+    if (schema == nullptr || schema->inputs().empty()) continue;
+    const auto& formals = schema->inputs();
+    for (std::size_t slot = 0; slot < g.inputs(n).size(); ++slot) {
+      const value_id v = g.input(n, slot);
+      const bool variadic =
+          formals.back().GetOption() == onnx::OpSchema::FormalParameterOption::Variadic;
+      if (v == no_id || g.type(v) == dtype::undefined || (slot >= formals.size() && !variadic))
+        continue;
+      const std::string& param = formals[std::min(slot, formals.size() - 1)].GetTypeStr();
+      const auto& constraints = schema->typeConstraintParams();
+      const auto c = std::find_if(constraints.begin(), constraints.end(),
+                                  [&](const auto& p) { return p.type_param_str == param; });
+      std::string type = onnx::TensorProto::DataType_Name(int(g.type(v)));
+      for (char& ch : type) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+      if (c == constraints.end() ||
+          std::find(c->allowed_type_strs.begin(), c->allowed_type_strs.end(),
+                    "tensor(" + type + ")") != c->allowed_type_strs.end())
+        continue;
+      return g.describe(n) + " reads " + std::string(dtype_name(g.type(v))) + " at input " +
+             std::to_string(slot) + ", which ai.onnx opset " + std::to_string(opset) +
+             " does not admit there: no model, not judged";
+    }
+  }
+  return "";
+}
+#else
+std::string type_not_admitted(const graph& g);
+#endif
+
+// Why a written graph is no model: an op too new for its opset (too_new_op), a type an op does
+// not admit (type_not_admitted), or a node the facts prove cannot run (q's heads merged into the
+// batch axis and kᵀ's not: batch dims that do not broadcast). "" where it is one. `g` is m's
+// graph.
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE std::string no_model(const onnx::ModelProto& m, const graph& g) {
   if (std::string why = too_new_op(m); !why.empty()) return why;
+  if (std::string why = type_not_admitted(g); !why.empty()) return why;
   if (const auto stuck = facts_of(g).cannot_run(); !stuck.empty())
     return g.describe(stuck.front()) + " cannot run on what it reads: no model, not judged";
   return "";
