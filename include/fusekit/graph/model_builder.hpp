@@ -321,6 +321,14 @@ class model_builder : public graph_builder {
   }
 
   onnx::ModelProto build() const {
+    onnx::ModelProto m = build_without_graph();
+    *m.mutable_graph() = proto();
+    return m;
+  }
+
+  // The model around an empty graph (IR version, producer, opset imports): for a graph of one's
+  // own, a part of the one being built.
+  onnx::ModelProto build_without_graph() const {
     onnx::ModelProto m;
     m.set_ir_version(ir_version_ ? ir_version_ : default_ir_version());
     m.set_producer_name("fusekit.model_builder");
@@ -329,7 +337,6 @@ class model_builder : public graph_builder {
       opset->set_domain(domain);
       opset->set_version(version);
     }
-    *m.mutable_graph() = proto();
     return m;
   }
 

@@ -51,12 +51,28 @@
 
 namespace fusekit::selfcheck {
 
-// Checks R from its own pattern (the header's comment says how); `own`: the rule's options.
-template <class R>
-result check(const options& o, const rewrite::options_of<R>& own) {
-  using detail::planner;
+namespace detail {
+
+// What the search below asks of the rule it checks: the few steps the rule's type shapes
+// (writing a graph from its pattern, running the rule, its guard's verdict, its pattern alone),
+// so that the search is compiled once (in fusekit::engine, where a program links it) and not
+// again in every rule's check.
+struct rule_steps {
+  std::string_view name;
+  std::span<const pattern::example> examples;
+  std::function<built(planner&, const std::vector<leaf_form>& forms, int mutate,
+                      std::vector<int> views, std::size_t* view_graphs_left)>
+      build;
+  std::function<std::optional<refusal>(const graph&, const std::string& root)> refused;
+  std::function<closeness(const onnx::ModelProto&, const std::string& root)> nearness;
+  std::function<rewrite::report(onnx::ModelProto&)> run;
+  std::function<bool(const graph&, node_id root)> matches;
+};
+
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE result search(const options& o, const rule_steps& rule) {
   result out;
-  out.rule = std::string(R::name);
+  out.rule = std::string(rule.name);
   out.parity_checked = !o.python.empty();
   if (out.parity_checked && o.write_to.empty())
     throw error("selfcheck: parity with ONNX Runtime needs a directory to write the models to");
@@ -107,7 +123,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     plan.begin(mode, {}, std::move(keyed), steer);
     // Every leaf of the options' shape first: the search's first try, already built.
     std::size_t view_graphs_left = o.view_graphs;
-    detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &view_graphs_left);
+    detail::built b = rule.build(plan, {}, -1, {}, &view_graphs_left);
     const std::vector<int> sequence = b.sequence;
     const std::string choices = b.choices;
     std::vector<detail::leaf_form> winner;
@@ -116,7 +132,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const auto judge = [&](const detail::built& written, std::string& no_model) {
       const graph g(written.model);
       no_model = detail::no_model(written.model, g);
-      return no_model.empty() && detail::accepted<R>(g, written.root, own);
+      return no_model.empty() && !rule.refused(g, written.root);
     };
     // An example whose choices write what it does not ask (two of its captures in one any_of's
     // branches, or one its other choices rule out) is the rule's word broken, and no instance.
@@ -133,7 +149,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     const auto searches = detail::leaf_searches(b.free_leaves, o.shape_tries);
     for (std::size_t k = 1; !found && !too_new && k < searches.size(); ++k) {
       plan.begin(planner::mode::replay, sequence);
-      detail::built next = detail::build<R>(plan, o, own, searches[k], -1, {}, &view_graphs_left);
+      detail::built next = rule.build(plan, searches[k], -1, {}, &view_graphs_left);
       std::string next_no_model;
       found = judge(next, next_no_model);
       if (!next_no_model.empty()) continue;
@@ -155,12 +171,12 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     i.choices = choices;
     if (steer != nullptr) i.example = detail::example_text(*steer);
     onnx::ModelProto fused = b.model;
-    const rewrite::report r = detail::run<R>(fused, own);
+    const rewrite::report r = rule.run(fused);
     i.fused = !r.fusions.empty();
     if (!i.fused) {
       const graph g(b.model);
       i.reason = detail::reason_at(r, g.describe(g.producer(*g.find_value(b.root))));
-      const auto refusal = detail::refused<R>(g, b.root, own);
+      const auto refusal = rule.refused(g, b.root);
       i.by_options = refusal && refusal->by_options;
       // No leaf shape mends what the options refuse.
       if (!found && !i.by_options) i.reason += " (and with every leaf shape searched)";
@@ -221,8 +237,8 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   refused_by_options();
   // What the rule says fuses only together: from there the search below reaches what is made
   // within it (the soft cap, GroupQueryAttention's alone).
-  if constexpr (rewrite::rule_detail::declares_examples<R>) {
-    for (const pattern::example& e : R::examples) attempt(planner::mode::keyed, {}, &e);
+  if (!rule.examples.empty()) {
+    for (const pattern::example& e : rule.examples) attempt(planner::mode::keyed, {}, &e);
     refused_by_options();
   }
   // An alternative that fuses only beside others it needs (q's heads merged into the batch axis
@@ -239,8 +255,8 @@ result check(const options& o, const rewrite::options_of<R>& own) {
     descent_graphs_left -= std::min<std::size_t>(descent_graphs_left, 1);
     plan.begin(planner::mode::keyed, {}, picks);
     std::size_t view_graphs = o.descent_view_graphs;
-    const detail::built b = detail::build<R>(plan, o, own, {}, -1, {}, &view_graphs);
-    return std::pair{detail::closeness_of<R>(b.model, b.root, own), plan.taken_choices()};
+    const detail::built b = rule.build(plan, {}, -1, {}, &view_graphs);
+    return std::pair{rule.nearness(b.model, b.root), plan.taken_choices()};
   };
   // Whether a graph's choices hold the alternative: one that does not (the select's fill, gone
   // with the select) is no way to it.
@@ -420,13 +436,13 @@ result check(const options& o, const rewrite::options_of<R>& own) {
   for (const fused_instance& f : to_mutate)
     for (int site = 0; site < f.sites; ++site) {
       plan.begin(planner::mode::replay, f.sequence);
-      detail::built b = detail::build<R>(plan, o, own, f.forms, site, f.views);
+      detail::built b = rule.build(plan, f.forms, site, f.views, nullptr);
       if (!mutated.insert(b.broken.breaks).second) continue;
       mutant m;
       m.breaks = b.broken.breaks;
       m.expect = b.broken.expect;
       onnx::ModelProto fused = b.model;
-      const rewrite::report r = detail::run<R>(fused, own);
+      const rewrite::report r = rule.run(fused);
       m.fused = !r.fusions.empty();
       if (m.fused) {
         m.file = keep("mutant_" + std::to_string(out.mutants.size()), b.model, fused);
@@ -438,7 +454,7 @@ result check(const options& o, const rewrite::options_of<R>& own) {
         const node_id root = g.producer(*g.find_value(b.root));
         m.near_miss = detail::reason_at(r, g.describe(root));
         m.ok = m.near_miss.find(m.expect) != std::string::npos;
-        m.held_by_another = !m.ok && pattern::match(R::pattern, g, root);
+        m.held_by_another = !m.ok && rule.matches(g, root);
         m.ok = m.ok || m.held_by_another;
         if (!o.write_to.empty())
           save_model(
@@ -459,6 +475,35 @@ result check(const options& o, const rewrite::options_of<R>& own) {
       }
   }
   return out;
+}
+#else
+result search(const options& o, const rule_steps& rule);
+#endif
+
+}  // namespace detail
+
+// Checks R from its own pattern (the header's comment says how); `own`: the rule's options.
+template <class R>
+result check(const options& o, const rewrite::options_of<R>& own) {
+  std::span<const pattern::example> examples;
+  if constexpr (rewrite::rule_detail::declares_examples<R>) examples = R::examples;
+  return detail::search(
+      o,
+      {.name = R::name,
+       .examples = examples,
+       .build =
+           [&](detail::planner& plan, const std::vector<detail::leaf_form>& forms, int mutate,
+               std::vector<int> views, std::size_t* view_graphs_left) {
+             return detail::build<R>(plan, o, own, forms, mutate, std::move(views),
+                                     view_graphs_left);
+           },
+       .refused = [&](const graph& g,
+                      const std::string& root) { return detail::refused<R>(g, root, own); },
+       .nearness = [&](const onnx::ModelProto& m,
+                       const std::string& root) { return detail::closeness_of<R>(m, root, own); },
+       .run = [&](onnx::ModelProto& m) { return detail::run<R>(m, own); },
+       .matches = [](const graph& g,
+                     node_id root) { return bool(pattern::match(R::pattern, g, root)); }});
 }
 
 template <class R>

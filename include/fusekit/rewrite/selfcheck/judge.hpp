@@ -37,10 +37,6 @@ std::optional<refusal> refused(const graph& g, const std::string& root,
     return refusal{v.reason, first_named(v.reason), v.by_options};
   return std::nullopt;
 }
-template <class R>
-bool accepted(const graph& g, const std::string& root, const rewrite::options_of<R>& own) {
-  return !refused<R>(g, root, own);
-}
 
 // How near a written graph is to one the rule accepts, nearest least: first how far it is from
 // a model (unsettled), then accepted before refused by the guard before unmatched, an unmatched

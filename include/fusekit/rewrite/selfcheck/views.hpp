@@ -132,10 +132,59 @@ FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> static_dims(const
   return dims;
 }
 
+// The dims the facts prove for `name` in what is written so far. They are read from the nodes it
+// is computed from alone, as the facts derive a value from what it reads: a view's candidates do
+// not change with what is below it, which the search of the views below varies, and each such
+// graph is judged once (the search of views asks again and again; rebuilding the whole model
+// each time was most of a check's time). A graph with subgraphs, which read values by name from
+// within, is judged whole.
+FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> written_dims(state& s,
+                                                                            std::string_view name) {
+  const onnx::GraphProto& all = s.b.proto();
+  const auto nests = [](const onnx::NodeProto& n) {
+    return std::any_of(n.attribute().begin(), n.attribute().end(),
+                       [](const auto& a) { return a.has_g() || a.graphs_size() > 0; });
+  };
+  if (std::any_of(all.node().begin(), all.node().end(), nests)) {
+    const onnx::ModelProto m = s.b.build();
+    return static_dims(graph(m), name);
+  }
+  std::unordered_map<std::string_view, int> producer;
+  for (int i = 0; i < all.node_size(); ++i)
+    for (const std::string& out : all.node(i).output()) producer.emplace(out, i);
+  std::vector<char> keep(std::size_t(all.node_size()), 0);
+  std::unordered_set<std::string_view> read{name};
+  for (std::vector<std::string_view> work{name}; !work.empty();) {
+    const auto it = producer.find(work.back());
+    work.pop_back();
+    if (it == producer.end() || keep[std::size_t(it->second)]) continue;
+    keep[std::size_t(it->second)] = 1;
+    for (const std::string& in : all.node(it->second).input())
+      if (!in.empty() && read.insert(in).second) work.push_back(in);
+  }
+  onnx::ModelProto m = s.b.build_without_graph();
+  onnx::GraphProto& upstream = *m.mutable_graph();
+  upstream.set_name(all.name());
+  for (int i = 0; i < all.node_size(); ++i)
+    if (keep[std::size_t(i)]) *upstream.add_node() = all.node(i);
+  for (const auto& t : all.initializer())
+    if (read.contains(t.name())) *upstream.add_initializer() = t;
+  for (const auto& info : all.input())
+    if (read.contains(info.name())) *upstream.add_input() = info;
+  for (const auto& info : all.value_info())
+    if (read.contains(info.name())) *upstream.add_value_info() = info;
+  std::string key(name);
+  key += '\0';
+  key += upstream.SerializeAsString();
+  if (const auto seen = s.written_dims.find(key); seen != s.written_dims.end()) return seen->second;
+  auto dims = static_dims(graph(m), name);
+  s.written_dims.emplace(std::move(key), dims);
+  return dims;
+}
+
 FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> candidates_of(state& s,
                                                                            const view& v) {
-  const onnx::ModelProto m = s.b.build();
-  const auto dims = static_dims(graph(m), v.data);
+  const auto dims = written_dims(s, v.data);
   return dims ? view_candidates(v.op, *dims, s.o.shape) : std::vector<std::vector<std::int64_t>>{};
 }
 
@@ -145,8 +194,7 @@ FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> writer::dims(
   if (bound == s_.bound.end())
     throw error("selfcheck: a written source reads the dims of '" + std::string(capture) +
                 "', which is not written before it");
-  const onnx::ModelProto m = s_.b.build();
-  return static_dims(graph(m), bound->second.name);
+  return written_dims(s_, bound->second.name);
 }
 
 FUSEKIT_ENGINE_INLINE std::optional<std::int64_t> writer::proven_dim(std::string_view capture,
@@ -200,6 +248,7 @@ std::vector<std::vector<std::int64_t>> view_candidates(std::string_view op,
                                                        const std::vector<std::int64_t>& d,
                                                        const std::vector<std::int64_t>& sizes);
 std::optional<std::vector<std::int64_t>> static_dims(const graph& g, std::string_view name);
+std::optional<std::vector<std::int64_t>> written_dims(state& s, std::string_view name);
 std::vector<std::vector<std::int64_t>> candidates_of(state& s, const view& v);
 void hold(state& s, const view& v, const std::vector<std::int64_t>& values);
 #endif
@@ -267,8 +316,10 @@ std::set<std::string> reach_of(state& s, const std::string& node, bool down);
 // Reshape under the dynamo detour's two Reshapes need the third, first, fifth and sixth), at most
 // view_tries graphs, for a dozen views at most; then, from their first candidates, one view at a
 // time where the refusal points (repair_views); settled either way, where nothing was found on
-// their first candidates.
+// their first candidates. The judge is a function object of one type, so that the search is
+// compiled once for every rule (in fusekit::engine, where a program links it).
 inline constexpr int view_tries = 256;
+using view_judge = std::function<std::optional<refusal>()>;
 
 // A dozen views at once (an interleaved rotation's pairs, their Squeeze and Unsqueeze axes, the
 // halves' bounds) are far past the ranks' sums: the refusal names the node whose check failed,
@@ -278,8 +329,9 @@ inline constexpr int view_tries = 256;
 // it: an Unsqueeze's axis and the Reshape after it); a change is kept where the refusal moves to
 // a node it never named (one it named again is a check the change broke anew), until the graph
 // is accepted, no change moves it, or `budget` graphs are spent.
-template <class Judge>
-bool repair_views(state& s, const std::vector<std::size_t>& open, Judge& judge, int& budget) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE bool repair_views(state& s, const std::vector<std::size_t>& open,
+                                        const view_judge& judge, int& budget) {
   std::vector<std::vector<std::int64_t>> held(open.size());
   for (std::size_t k = 0; k < open.size(); ++k) {
     view& v = s.views[open[k]];
@@ -356,8 +408,7 @@ bool repair_views(state& s, const std::vector<std::size_t>& open, Judge& judge, 
   return !why;
 }
 
-template <class Judge>
-bool settle_views(state& s, std::size_t first, Judge&& judge) {
+FUSEKIT_ENGINE_INLINE bool settle_views(state& s, std::size_t first, const view_judge& judge) {
   std::vector<std::size_t> open;
   for (std::size_t k = first; k < s.views.size(); ++k)
     if (!s.views[k].settled) open.push_back(k);
@@ -417,6 +468,11 @@ bool settle_views(state& s, std::size_t first, Judge&& judge) {
   }
   return found;
 }
+#else
+bool repair_views(state& s, const std::vector<std::size_t>& open, const view_judge& judge,
+                  int& budget);
+bool settle_views(state& s, std::size_t first, const view_judge& judge);
+#endif
 
 // What an op reads, in two passes: first the inputs that are ops, then its leaves and views,
 // which take their shapes from those (a view's from what it regroups, a broadcasting op's leaf
