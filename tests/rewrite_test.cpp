@@ -264,6 +264,28 @@ TEST(RuleOptions, EachRuleReadsTheOptionsItWasBoundTo) {
   EXPECT_EQ(fuse<configurable_silu>(m).fusions.size(), 1u);
 }
 
+TEST(RuleOptions, AProbeJudgesOneNodeWithTheOptionsItWasBoundTo) {
+  const model m = silu_model(dtype::float16);
+  const graph g(m.proto);
+  const fusekit::node_id mul = g.producer(*g.find_value("Mul_1"));
+  const silu_options no_float16{.float16 = false};
+  const silu_options any_float{};
+  // The pattern matches and the guard, with these options, refuses: why, as a near miss says it.
+  const auto refused = any_rule::of<configurable_silu>(no_float16).probe(g, mul);
+  EXPECT_TRUE(refused.matched);
+  EXPECT_FALSE(refused.guard);
+  EXPECT_EQ(refused.guard.reason, "float16 is off in this rule's options");
+  // The same node with other options: accepted.
+  const auto accepted = any_rule::of<configurable_silu>(any_float).probe(g, mul);
+  EXPECT_TRUE(accepted.matched);
+  EXPECT_TRUE(accepted.guard);
+  // At the Sigmoid the pattern fails: no verdict, and how far it got is explained.
+  fusekit::pattern::explanation why;
+  const fusekit::node_id sigmoid = g.producer(*g.find_value(std::string(g.node(mul).input(0))));
+  EXPECT_FALSE(any_rule::of<configurable_silu>(any_float).probe(g, sigmoid, &why).matched);
+  EXPECT_EQ(why.message, "expected Mul, found Sigmoid 'Sigmoid_0'");
+}
+
 TEST(RuleOptions, TheRunsOptionsPickRulesByName) {
   model m = silu_model();
   const any_rule rules[] = {any_rule::of<double_negation>(), any_rule::of<silu>()};

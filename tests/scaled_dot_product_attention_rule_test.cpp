@@ -171,6 +171,40 @@ TEST(Registry, FuseAllRunsTheRulesItNames) {
                      "partial-rotary-embedding"}));
 }
 
+// One rule of the library by its name, bound to the options given whatever their target; a name
+// the library lacks is an error that names it.
+TEST(Registry, ARuleIsFoundByItsNameUnderEitherTarget) {
+  attention_options onnx_target;
+  onnx_target.fused_target = attention_options::target::onnx;
+  EXPECT_EQ(fusekit::rules::rule_named("quick-gelu", onnx_target).name(), "quick-gelu");
+  for (std::string_view name : fusekit::rules::names()) {
+    if (name != fusekit::rules::duplicate_elimination &&
+        name != fusekit::rules::dead_node_elimination) {
+      EXPECT_EQ(fusekit::rules::rule_named(name, onnx_target).name(), name);
+    }
+  }
+  // The rule reads the options it was bound to: ONNX Runtime's op under target ort, ONNX's
+  // Attention under target onnx.
+  const attention_options ort_target;
+  const attention_options* const targets[] = {&ort_target, &onnx_target};
+  for (const attention_options* options : targets) {
+    model m = block{.opset = 23}.build();
+    const fusekit::rewrite::any_rule sdpa =
+        fusekit::rules::rule_named("scaled-dot-product-attention", *options);
+    fusekit::rewrite::fuse(m, std::span(&sdpa, 1));
+    const std::vector<std::string> ops = op_types(m);
+    EXPECT_EQ(std::count(ops.begin(), ops.end(),
+                         options == &ort_target ? "MultiHeadAttention" : "Attention"),
+              1);
+  }
+  try {
+    fusekit::rules::rule_named("dit-attention", onnx_target);  // a former name: not the library's
+    FAIL() << "no error";
+  } catch (const fusekit::error& e) {
+    EXPECT_STREQ(e.what(), "the rule library has no rule named dit-attention");
+  }
+}
+
 // A reader of the scores' type alone is no reader of their elements: the CastLike folds to the
 // constant it is, and the block fuses in the next pass.
 TEST(SdpaRule, AScaleCastLikeTheScoresFusesOnceItFolds) {

@@ -139,6 +139,12 @@ FUSEKIT_ENGINE_INLINE dims_readers find_dims_readers(const graph& g, node_id roo
 dims_readers find_dims_readers(const graph& g, node_id root, std::span<const node_id> matched);
 #endif
 
+// Whether a rule's pattern matched at a node, and if so its guard's verdict there.
+struct probe_result {
+  bool matched = false;
+  verdict guard{.ok = false};  // read where matched
+};
+
 // Tries R at every anchor of g: a match that fails, a guard's or emit's refusal and an edit that
 // does not check out become near misses; the rest candidates.
 template <class R>
@@ -205,6 +211,17 @@ void attempt(const void* rule_options, const graph& g, attempt_sink& to) {
   }
 }
 
+// R's pattern at one node alone, and its guard where it matched: what a rule's check asks, with
+// no edit made.
+template <class R>
+probe_result probe(const void* rule_options, const graph& g, node_id at,
+                   pattern::explanation* why) {
+  const auto& own = *static_cast<const options_of<R>*>(rule_options);
+  const auto m = pattern::match(R::pattern, g, at, why);
+  if (!m) return {};
+  return {.matched = true, .guard = guard_of<R>(g, m, own)};
+}
+
 }  // namespace detail
 
 class any_rule {
@@ -217,7 +234,7 @@ class any_rule {
       static const options_of<R> defaults{};
       return of<R>(defaults);
     } else {
-      return any_rule({}, 0, nullptr, nullptr);
+      return any_rule({}, 0, nullptr, nullptr, nullptr);
     }
   }
 
@@ -225,9 +242,10 @@ class any_rule {
   template <class R>
   static any_rule of(const options_of<R>& rule_options) {
     if constexpr (check_rule<R>())
-      return any_rule(R::name, priority_of<R>(), &rule_options, &detail::attempt<R>);
+      return any_rule(R::name, priority_of<R>(), &rule_options, &detail::attempt<R>,
+                      &detail::probe<R>);
     else
-      return any_rule({}, 0, nullptr, nullptr);
+      return any_rule({}, 0, nullptr, nullptr, nullptr);
   }
   template <class R>
   static any_rule of(const options_of<R>&&) = delete;  // a temporary would not outlive the rule
@@ -237,16 +255,32 @@ class any_rule {
 
   void attempt(const graph& g, detail::attempt_sink& to) const { attempt_(options_, g, to); }
 
+  // The pattern matched at `at` alone (how far it got explained into `why`, where given) and the
+  // guard's verdict on that match; nothing is edited. A check of the rule (selfcheck.hpp) judges
+  // its instances so, and compiles none of the rule's templates again.
+  detail::probe_result probe(const graph& g, node_id at,
+                             pattern::explanation* why = nullptr) const {
+    return probe_(options_, g, at, why);
+  }
+
  private:
   using attempt_fn = void (*)(const void*, const graph&, detail::attempt_sink&);
+  using probe_fn = detail::probe_result (*)(const void*, const graph&, node_id,
+                                            pattern::explanation*);
 
-  any_rule(std::string_view name, int priority, const void* rule_options, attempt_fn attempt)
-      : name_(name), priority_(priority), options_(rule_options), attempt_(attempt) {}
+  any_rule(std::string_view name, int priority, const void* rule_options, attempt_fn attempt,
+           probe_fn probe)
+      : name_(name),
+        priority_(priority),
+        options_(rule_options),
+        attempt_(attempt),
+        probe_(probe) {}
 
   std::string_view name_;
   int priority_;
   const void* options_;
   attempt_fn attempt_;
+  probe_fn probe_;
 };
 
 }  // namespace fusekit::rewrite

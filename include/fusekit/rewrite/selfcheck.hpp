@@ -53,20 +53,17 @@ namespace fusekit::selfcheck {
 
 namespace detail {
 
-// What the search below asks of the rule it checks: the few steps the rule's type shapes
-// (writing a graph from its pattern, running the rule, its guard's verdict, its pattern alone),
-// so that the search is compiled once (in fusekit::engine, where a program links it) and not
-// again in every rule's check.
+// What the search below asks of the rule it checks: writing a graph from its pattern, the one
+// step its type shapes, and the rule erased (run, matched and guarded through any_rule), so that
+// the search is compiled once (in fusekit::engine, where a program links it) and the rule's
+// matcher, guard and emit only where it was erased.
 struct rule_steps {
   std::string_view name;
   std::span<const pattern::example> examples;
   std::function<built(planner&, const std::vector<leaf_form>& forms, int mutate,
                       std::vector<int> views, std::size_t* view_graphs_left)>
       build;
-  std::function<std::optional<refusal>(const graph&, const std::string& root)> refused;
-  std::function<closeness(const onnx::ModelProto&, const std::string& root)> nearness;
-  std::function<rewrite::report(onnx::ModelProto&)> run;
-  std::function<bool(const graph&, node_id root)> matches;
+  rewrite::any_rule compiled;
 };
 
 #if FUSEKIT_ENGINE_DEFINITIONS
@@ -132,7 +129,7 @@ FUSEKIT_ENGINE_INLINE result search(const options& o, const rule_steps& rule) {
     const auto judge = [&](const detail::built& written, std::string& no_model) {
       const graph g(written.model);
       no_model = detail::no_model(written.model, g);
-      return no_model.empty() && !rule.refused(g, written.root);
+      return no_model.empty() && !refused(rule.compiled, g, written.root);
     };
     // An example whose choices write what it does not ask (two of its captures in one any_of's
     // branches, or one its other choices rule out) is the rule's word broken, and no instance.
@@ -171,12 +168,12 @@ FUSEKIT_ENGINE_INLINE result search(const options& o, const rule_steps& rule) {
     i.choices = choices;
     if (steer != nullptr) i.example = detail::example_text(*steer);
     onnx::ModelProto fused = b.model;
-    const rewrite::report r = rule.run(fused);
+    const rewrite::report r = run(rule.compiled, fused);
     i.fused = !r.fusions.empty();
     if (!i.fused) {
       const graph g(b.model);
       i.reason = detail::reason_at(r, g.describe(g.producer(*g.find_value(b.root))));
-      const auto refusal = rule.refused(g, b.root);
+      const auto refusal = refused(rule.compiled, g, b.root);
       i.by_options = refusal && refusal->by_options;
       // No leaf shape mends what the options refuse.
       if (!found && !i.by_options) i.reason += " (and with every leaf shape searched)";
@@ -256,7 +253,7 @@ FUSEKIT_ENGINE_INLINE result search(const options& o, const rule_steps& rule) {
     plan.begin(planner::mode::keyed, {}, picks);
     std::size_t view_graphs = o.descent_view_graphs;
     const detail::built b = rule.build(plan, {}, -1, {}, &view_graphs);
-    return std::pair{rule.nearness(b.model, b.root), plan.taken_choices()};
+    return std::pair{closeness_of(rule.compiled, b.model, b.root), plan.taken_choices()};
   };
   // Whether a graph's choices hold the alternative: one that does not (the select's fill, gone
   // with the select) is no way to it.
@@ -442,7 +439,7 @@ FUSEKIT_ENGINE_INLINE result search(const options& o, const rule_steps& rule) {
       m.breaks = b.broken.breaks;
       m.expect = b.broken.expect;
       onnx::ModelProto fused = b.model;
-      const rewrite::report r = rule.run(fused);
+      const rewrite::report r = run(rule.compiled, fused);
       m.fused = !r.fusions.empty();
       if (m.fused) {
         m.file = keep("mutant_" + std::to_string(out.mutants.size()), b.model, fused);
@@ -454,7 +451,7 @@ FUSEKIT_ENGINE_INLINE result search(const options& o, const rule_steps& rule) {
         const node_id root = g.producer(*g.find_value(b.root));
         m.near_miss = detail::reason_at(r, g.describe(root));
         m.ok = m.near_miss.find(m.expect) != std::string::npos;
-        m.held_by_another = !m.ok && rule.matches(g, root);
+        m.held_by_another = !m.ok && rule.compiled.probe(g, root).matched;
         m.ok = m.ok || m.held_by_another;
         if (!o.write_to.empty())
           save_model(
@@ -482,28 +479,33 @@ result search(const options& o, const rule_steps& rule);
 
 }  // namespace detail
 
-// Checks R from its own pattern (the header's comment says how); `own`: the rule's options.
+// Checks R from its own pattern (the header's comment says how); `compiled`: R erased with its
+// options (rewrite::any_rule::of<R>(own)) where it was compiled already, as a rule library
+// compiles its rules: this file then compiles R's pattern's writer alone, not its matcher, guard
+// and emit again.
 template <class R>
-result check(const options& o, const rewrite::options_of<R>& own) {
+result check(const options& o, const rewrite::any_rule& compiled) {
+  if (compiled.name() != R::name)
+    throw error("selfcheck: checking " + std::string(R::name) + " with the rule " +
+                std::string(compiled.name()));
   std::span<const pattern::example> examples;
   if constexpr (rewrite::rule_detail::declares_examples<R>) examples = R::examples;
   return detail::search(
-      o,
-      {.name = R::name,
-       .examples = examples,
-       .build =
-           [&](detail::planner& plan, const std::vector<detail::leaf_form>& forms, int mutate,
-               std::vector<int> views, std::size_t* view_graphs_left) {
-             return detail::build<R>(plan, o, own, forms, mutate, std::move(views),
-                                     view_graphs_left);
-           },
-       .refused = [&](const graph& g,
-                      const std::string& root) { return detail::refused<R>(g, root, own); },
-       .nearness = [&](const onnx::ModelProto& m,
-                       const std::string& root) { return detail::closeness_of<R>(m, root, own); },
-       .run = [&](onnx::ModelProto& m) { return detail::run<R>(m, own); },
-       .matches = [](const graph& g,
-                     node_id root) { return bool(pattern::match(R::pattern, g, root)); }});
+      o, {.name = R::name,
+          .examples = examples,
+          .build =
+              [&](detail::planner& plan, const std::vector<detail::leaf_form>& forms, int mutate,
+                  std::vector<int> views, std::size_t* view_graphs_left) {
+                return detail::build<R>(plan, o, compiled, forms, mutate, std::move(views),
+                                        view_graphs_left);
+              },
+          .compiled = compiled});
+}
+
+// Checks R with its options `own`, compiled here.
+template <class R>
+result check(const options& o, const rewrite::options_of<R>& own) {
+  return check<R>(o, rewrite::any_rule::of<R>(own));
 }
 
 template <class R>

@@ -11,11 +11,15 @@
 
 #include "attention_probabilities.hpp"
 #include "fusekit/graph/graph.hpp"
+#include "fusekit/io/error.hpp"
 #include "sweeps.hpp"
 
 namespace fusekit::rules {
 
-std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
+namespace {
+
+// The library, the rules of ONNX Runtime's ops alone with the rest where `ort_ops`.
+std::vector<rewrite::any_rule> library(const attention_options& attention, bool ort_ops) {
   std::vector<rewrite::any_rule> out = {differential_attention_values_rule(),
                                         scaled_dot_product_attention_head_merge_rule(attention),
                                         scaled_dot_product_attention_rule(attention),
@@ -28,7 +32,7 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
                                         partial_rotary_embedding_rule()};
   // A residual folded into a norm, a bias into a GELU (the norms and GELUs of an earlier pass of
   // the same run, or of the exporter), and CLIP's GELU: ONNX Runtime's ops alone.
-  if (attention.fused_target == target::ort) {
+  if (ort_ops) {
     out.push_back(skip_layer_normalization_rule(attention));
     out.push_back(skip_rms_normalization_rule(attention));
     out.push_back(bias_gelu_rule(attention));
@@ -36,6 +40,18 @@ std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
   }
   for (rewrite::any_rule& clean : cleaning_rules(attention)) out.push_back(std::move(clean));
   return out;
+}
+
+}  // namespace
+
+std::vector<rewrite::any_rule> bundled(const attention_options& attention) {
+  return library(attention, attention.fused_target == target::ort);
+}
+
+rewrite::any_rule rule_named(std::string_view name, const attention_options& attention) {
+  for (rewrite::any_rule& r : library(attention, true))
+    if (r.name() == name) return r;
+  throw error("the rule library has no rule named " + std::string(name));
 }
 
 std::vector<rewrite::any_rule> cleaning_rules(const fusion_options& options) {

@@ -101,6 +101,12 @@ std::vector<rewrite::any_rule> cleaning_rules(const fusion_options&& options) = 
 std::vector<rewrite::any_rule> bundled(const attention_options& attention);
 std::vector<rewrite::any_rule> bundled(const attention_options&& attention) = delete;
 
+// The library's rule named `name` (bundled()'s name, the current one), bound to `attention`
+// whatever its target: as bundled() runs it, for a program that runs or checks one rule (the
+// bundled rules' selfchecks check the rules compiled here). Throws fusekit::error for a name the
+// library does not have.
+rewrite::any_rule rule_named(std::string_view name, const attention_options& attention);
+rewrite::any_rule rule_named(std::string_view name, const attention_options&& attention) = delete;
 // Every name fuse_all accepts: the rules of bundled(), then the sweeps (sweeps.hpp).
 std::vector<std::string_view> names();
 

@@ -22,21 +22,25 @@ struct built {
 };
 
 // Why the rule's pattern does not match at `root`'s producer or its guard refuses; nullopt where
-// it accepts.
-template <class R>
-std::optional<refusal> refused(const graph& g, const std::string& root,
-                               const rewrite::options_of<R>& own) {
+// it accepts. The rule as any_rule erases it: its matcher and guard are compiled where it was
+// erased (for the bundled rules, once, in the rule library), not again in each check.
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE std::optional<refusal> refused(const rewrite::any_rule& rule, const graph& g,
+                                                     const std::string& root) {
   const node_id at = g.producer(*g.find_value(root));
   if (at == no_id) return refusal{"no node gives the root", ""};
   pattern::explanation why;
-  const auto m = pattern::match(R::pattern, g, at, &why);
-  if (!m)
+  const rewrite::detail::probe_result p = rule.probe(g, at, &why);
+  if (!p.matched)
     return refusal{why.message, why.failing_node == no_id ? first_named(why.message)
                                                           : g.node(why.failing_node).name()};
-  if (rewrite::verdict v = rewrite::guard_of<R>(g, m, own); !v)
-    return refusal{v.reason, first_named(v.reason), v.by_options};
+  if (!p.guard) return refusal{p.guard.reason, first_named(p.guard.reason), p.guard.by_options};
   return std::nullopt;
 }
+#else
+std::optional<refusal> refused(const rewrite::any_rule& rule, const graph& g,
+                               const std::string& root);
+#endif
 
 // How near a written graph is to one the rule accepts, nearest least: first how far it is from
 // a model (unsettled), then accepted before refused by the guard before unmatched, an unmatched
@@ -51,9 +55,10 @@ struct closeness {
     return {far, 2, far, far};
   }
 };
-template <class R>
-closeness closeness_of(const onnx::ModelProto& model, const std::string& root,
-                       const rewrite::options_of<R>& own) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE closeness closeness_of(const rewrite::any_rule& rule,
+                                             const onnx::ModelProto& model,
+                                             const std::string& root) {
   constexpr std::size_t far = std::numeric_limits<std::size_t>::max();
   const graph g(model);
   closeness c{.unsettled = unsettled(model, g)};
@@ -61,11 +66,15 @@ closeness closeness_of(const onnx::ModelProto& model, const std::string& root,
   const node_id at = g.producer(*g.find_value(root));
   if (at == no_id) return {c.unsettled, 2, far, far};
   pattern::explanation why;
-  const auto m = pattern::match(R::pattern, g, at, &why);
-  if (!m) return {c.unsettled, 2, far - why.progress, far - why.held};
-  c.verdict = rewrite::guard_of<R>(g, m, own) ? 0 : 1;
+  const rewrite::detail::probe_result p = rule.probe(g, at, &why);
+  if (!p.matched) return {c.unsettled, 2, far - why.progress, far - why.held};
+  c.verdict = p.guard ? 0 : 1;
   return c;
 }
+#else
+closeness closeness_of(const rewrite::any_rule& rule, const onnx::ModelProto& model,
+                       const std::string& root);
+#endif
 
 // The value of the capture `name` written from its source in `all`, if it has one.
 template <class... S>
@@ -81,7 +90,7 @@ std::optional<build::value> from_sources(const pattern::sources_t<S...>& all, st
 }
 
 template <class R>
-built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
+built build(planner& plan, const options& o, const rewrite::any_rule& rule,
             const std::vector<leaf_form>& forms, int mutate, std::vector<int> views = {},
             std::size_t* view_graphs_left = nullptr) {
   std::string types = "float type", opsets = "opset";
@@ -110,7 +119,7 @@ built build(planner& plan, const options& o, const rewrite::options_of<R>& own,
       m.mutable_graph()->add_output()->set_name(output.name);
       for (const build::value& v : s.extra_outputs)
         m.mutable_graph()->add_output()->set_name(v.name);
-      return refused<R>(graph(m), root.name, own);
+      return refused(rule, graph(m), root.name);
     });
   built out;
   for (const view& v : s.views) out.views.push_back(v.choice);
@@ -181,14 +190,16 @@ std::vector<std::vector<leaf_form>> leaf_searches(std::size_t leaves, std::size_
 #endif
 
 // The rule run as the driver runs it, every anchor explained.
-template <class R>
-rewrite::report run(onnx::ModelProto& m, const rewrite::options_of<R>& own) {
+#if FUSEKIT_ENGINE_DEFINITIONS
+FUSEKIT_ENGINE_INLINE rewrite::report run(const rewrite::any_rule& rule, onnx::ModelProto& m) {
   fusekit::model whole{.proto = m, .path = {}};
-  const std::array rules{rewrite::any_rule::of<R>(own)};
-  rewrite::report r = rewrite::fuse(whole, rules, {.explain = true});
+  rewrite::report r = rewrite::fuse(whole, std::span(&rule, 1), {.explain = true});
   m = std::move(whole.proto);
   return r;
 }
+#else
+rewrite::report run(const rewrite::any_rule& rule, onnx::ModelProto& m);
+#endif
 
 inline std::string reason_at(const rewrite::report& r, const std::string& root_text) {
   for (const rewrite::near_miss& n : r.near_misses)
