@@ -24,6 +24,12 @@
 
 namespace fusekit::rewrite {
 
+// Whether a rule's pattern matched at a node, and if so its guard's verdict there.
+struct probe_result {
+  bool matched = false;
+  verdict guard{.ok = false};  // read where matched
+};
+
 namespace detail {
 
 // A match whose guard agreed, whose emit completed and whose edit checked out: what the driver
@@ -139,12 +145,6 @@ FUSEKIT_ENGINE_INLINE dims_readers find_dims_readers(const graph& g, node_id roo
 dims_readers find_dims_readers(const graph& g, node_id root, std::span<const node_id> matched);
 #endif
 
-// Whether a rule's pattern matched at a node, and if so its guard's verdict there.
-struct probe_result {
-  bool matched = false;
-  verdict guard{.ok = false};  // read where matched
-};
-
 // Tries R at every anchor of g: a match that fails, a guard's or emit's refusal and an edit that
 // does not check out become near misses; the rest candidates.
 template <class R>
@@ -258,15 +258,13 @@ class any_rule {
   // The pattern matched at `at` alone (how far it got explained into `why`, where given) and the
   // guard's verdict on that match; nothing is edited. A check of the rule (selfcheck.hpp) judges
   // its instances so, and compiles none of the rule's templates again.
-  detail::probe_result probe(const graph& g, node_id at,
-                             pattern::explanation* why = nullptr) const {
+  probe_result probe(const graph& g, node_id at, pattern::explanation* why = nullptr) const {
     return probe_(options_, g, at, why);
   }
 
  private:
   using attempt_fn = void (*)(const void*, const graph&, detail::attempt_sink&);
-  using probe_fn = detail::probe_result (*)(const void*, const graph&, node_id,
-                                            pattern::explanation*);
+  using probe_fn = probe_result (*)(const void*, const graph&, node_id, pattern::explanation*);
 
   any_rule(std::string_view name, int priority, const void* rule_options, attempt_fn attempt,
            probe_fn probe)

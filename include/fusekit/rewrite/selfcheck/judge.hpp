@@ -30,7 +30,7 @@ FUSEKIT_ENGINE_INLINE std::optional<refusal> refused(const rewrite::any_rule& ru
   const node_id at = g.producer(*g.find_value(root));
   if (at == no_id) return refusal{"no node gives the root", ""};
   pattern::explanation why;
-  const rewrite::detail::probe_result p = rule.probe(g, at, &why);
+  const rewrite::probe_result p = rule.probe(g, at, &why);
   if (!p.matched)
     return refusal{why.message, why.failing_node == no_id ? first_named(why.message)
                                                           : g.node(why.failing_node).name()};
@@ -66,7 +66,7 @@ FUSEKIT_ENGINE_INLINE closeness closeness_of(const rewrite::any_rule& rule,
   const node_id at = g.producer(*g.find_value(root));
   if (at == no_id) return {c.unsettled, 2, far, far};
   pattern::explanation why;
-  const rewrite::detail::probe_result p = rule.probe(g, at, &why);
+  const rewrite::probe_result p = rule.probe(g, at, &why);
   if (!p.matched) return {c.unsettled, 2, far - why.progress, far - why.held};
   c.verdict = p.guard ? 0 : 1;
   return c;
