@@ -13,15 +13,16 @@
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rewrite/invariants.hpp"
 #include "fusekit/rules/batch_normalization_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::batch_normalization_into_conv_transpose;
 using fusekit::rules::batch_normalization_into_gemm;
+using fusekit::testing::fuse_compiled;
 
 // s = 2/√(4 + 1e-3) for every channel; b' = (b − μ)·s + β with μ 1 and β 0.25.
 const double s = 2 / std::sqrt(4.001);
@@ -46,7 +47,7 @@ fusekit::array input_of(const fusekit::model& m, std::size_t slot) {
 template <class Rule>
 std::string refusal(fusekit::model m) {
   const std::string before = m.proto.SerializeAsString();
-  const auto report = fuse<Rule>(m);
+  const auto report = fuse_compiled<Rule>(m);
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   std::string reasons;
   for (const auto& n : report.near_misses) reasons += n.anchor + ": " + n.reason + "\n";
@@ -80,7 +81,7 @@ struct conv_transpose_bn {
 
 TEST(BatchNormIntoConvTranspose, TheWeightScalesAlongItsOutputChannels) {
   fusekit::model m = conv_transpose_bn{}.build();
-  fuse<batch_normalization_into_conv_transpose>(m);
+  fuse_compiled<batch_normalization_into_conv_transpose>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   const auto& up = m.proto.graph().node(0);
   EXPECT_EQ(up.op_type(), "ConvTranspose");
@@ -93,7 +94,7 @@ TEST(BatchNormIntoConvTranspose, TheWeightScalesAlongItsOutputChannels) {
 
 TEST(BatchNormIntoConvTranspose, AConvTransposeWithoutBiasGetsOne) {
   fusekit::model m = conv_transpose_bn{.bias = false}.build();
-  fuse<batch_normalization_into_conv_transpose>(m);
+  fuse_compiled<batch_normalization_into_conv_transpose>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   EXPECT_FLOAT_EQ(input_of(m, 2)[0], float(-s + 0.25));
 }
@@ -143,7 +144,7 @@ struct gemm_bn {
 
 TEST(BatchNormIntoGemm, TheColumnsScaleAndTheBiasTakesGemmsBeta) {
   fusekit::model m = gemm_bn{}.build();
-  fuse<batch_normalization_into_gemm>(m);
+  fuse_compiled<batch_normalization_into_gemm>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   const auto& gemm = m.proto.graph().node(0);
   EXPECT_EQ(gemm.op_type(), "Gemm");
@@ -158,7 +159,7 @@ TEST(BatchNormIntoGemm, TheColumnsScaleAndTheBiasTakesGemmsBeta) {
 
 TEST(BatchNormIntoGemm, ATransposedWeightScalesAlongItsRows) {
   fusekit::model m = gemm_bn{.transposed = true, .bias = false}.build();
-  fuse<batch_normalization_into_gemm>(m);
+  fuse_compiled<batch_normalization_into_gemm>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   // W [3, 2]: row 2 is output channel 2, elements 4 and 5 holding 5 and 6.
   EXPECT_FLOAT_EQ(input_of(m, 1)[4], float(5 * s));

@@ -13,15 +13,16 @@
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rewrite/invariants.hpp"
 #include "fusekit/rules/bias_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::bias_into_conv;
 using fusekit::rules::bias_into_gemm;
+using fusekit::testing::fuse_compiled;
 
 // The elements of input `slot` of the model's only node, a constant; empty where there are more
 // nodes.
@@ -36,7 +37,7 @@ std::vector<double> input_of(const fusekit::model& m, std::size_t slot) {
 template <class Rule>
 std::string refusal(fusekit::model m) {
   const std::string before = m.proto.SerializeAsString();
-  const auto report = fuse<Rule>(m);
+  const auto report = fuse_compiled<Rule>(m);
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   std::string reasons;
   for (const auto& n : report.near_misses) reasons += n.anchor + ": " + n.reason + "\n";
@@ -70,7 +71,7 @@ struct conv_add {
 
 std::vector<double> conv_bias_after(const conv_add& c) {
   fusekit::model m = c.build();
-  fuse<bias_into_conv>(m);
+  fuse_compiled<bias_into_conv>(m);
   fusekit::rewrite::check_invariants(m);
   return input_of(m, 2);
 }
@@ -123,7 +124,7 @@ struct gemm_add {
 
 TEST(BiasIntoGemm, TheConstantJoinsCScaledByBeta) {
   fusekit::model m = gemm_add{}.build();
-  fuse<bias_into_gemm>(m);
+  fuse_compiled<bias_into_gemm>(m);
   fusekit::rewrite::check_invariants(m);
   // c' = β·c + d, written with β 1; α stays.
   EXPECT_EQ(input_of(m, 2), (std::vector<double>{10.5, 21, 31.5}));
@@ -135,7 +136,7 @@ TEST(BiasIntoGemm, TheConstantJoinsCScaledByBeta) {
 TEST(BiasIntoGemm, AGemmWithoutCTakesTheConstantAsItIs) {
   // A column [2, 1] broadcasts to the product as C does.
   fusekit::model m = gemm_add{.d = {2, 1}, .values = {7, 8}, .gemm_bias = false}.build();
-  fuse<bias_into_gemm>(m);
+  fuse_compiled<bias_into_gemm>(m);
   EXPECT_EQ(input_of(m, 2), (std::vector<double>{7, 8}));
 }
 

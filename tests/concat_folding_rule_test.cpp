@@ -9,14 +9,15 @@
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/concat_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::concat_folding;
+using fusekit::testing::fuse_compiled;
 
 // Concat(axis outer)(Concat(axis inner)(p, q), r), or with the inner at `at` among the outer's
 // `others` (r, s …); p and q [2, 3, 4], the others as the outer join needs them.
@@ -44,7 +45,7 @@ struct nested {
 // "Concat(inputs…) axis k" per node after the rule ran.
 std::string after(const nested& n) {
   fusekit::model m = n.build();
-  fuse<concat_folding>(m);
+  fuse_compiled<concat_folding>(m);
   std::string out;
   for (const auto& node : m.proto.graph().node()) {
     out += node.op_type() + "(";
@@ -71,7 +72,7 @@ TEST(ConcatFolding, EveryInnerFolds) {
   auto second = b.op("Concat", {q, p}, {{"axis", 1}});
   b.output(b.op("Concat", {first, r, second}, {{"axis", 1}}), dtype::float32);
   fusekit::model m = b.build_model();
-  fuse<concat_folding>(m);
+  fuse_compiled<concat_folding>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   std::string inputs;
   for (const auto& in : m.proto.graph().node(0).input()) inputs += in + " ";
@@ -94,8 +95,8 @@ TEST(ConcatFolding, LookAlikesAreLeft) {
 TEST(ConcatFolding, NearMissOnlyWhenAsked) {
   // Joined along axis 1, then along axis 0: told only where a run asks to explain.
   fusekit::model m = nested{.outer = 0, .other_dims = {2, 6, 4}}.build();
-  EXPECT_TRUE(fuse<concat_folding>(m).near_misses.empty());
-  const auto report = fuse<concat_folding>(m, {.explain = true});
+  EXPECT_TRUE(fuse_compiled<concat_folding>(m).near_misses.empty());
+  const auto report = fuse_compiled<concat_folding>(m, {.explain = true});
   ASSERT_FALSE(report.near_misses.empty());
   EXPECT_EQ(report.near_misses.back().reason,
             "input 0 of Concat 'outer': Concat 'inner': not joined again along its own axis");

@@ -13,6 +13,7 @@
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/all.hpp"
 #include "fusekit/rules/constant_evaluation.hpp"
+#include "test_support.hpp"
 
 namespace {
 
@@ -21,6 +22,7 @@ using fusekit::build::model_builder;
 using fusekit::build::value;
 using fusekit::rewrite::fuse;
 using fusekit::rules::constant_evaluation;
+using fusekit::testing::fuse_compiled;
 
 std::string ops_of(const fusekit::model& m) {
   std::string out;
@@ -78,7 +80,7 @@ fusekit::model window_mask(int bands = 2) {
 
 TEST(ConstantEvaluation, AShiftedWindowsMaskBecomesOneInitializer) {
   fusekit::model m = window_mask();
-  const auto report = fuse<constant_evaluation>(m);
+  const auto report = fuse_compiled<constant_evaluation>(m);
   EXPECT_EQ(ops_of(m), "Add ");
   const onnx::TensorProto* mask = initializer_named(m, m.proto.graph().node(0).input(1));
   ASSERT_NE(mask, nullptr);
@@ -96,14 +98,14 @@ TEST(ConstantEvaluation, AShiftedWindowsMaskBecomesOneInitializer) {
   EXPECT_TRUE(report.fixed_point);
   fusekit::rewrite::check_invariants(m);
   const std::string once = m.proto.SerializeAsString();
-  fuse<constant_evaluation>(m);
+  fuse_compiled<constant_evaluation>(m);
   EXPECT_EQ(m.proto.SerializeAsString(), once);
 }
 
 TEST(ConstantEvaluation, AChainDeeperThanThePassesFoldsInOne) {
   // Eleven ScatterNDs, each a band of one row: the driver stops at 8 passes, the chain needs one.
   fusekit::model m = window_mask(11);
-  const auto report = fuse<constant_evaluation>(m);
+  const auto report = fuse_compiled<constant_evaluation>(m);
   EXPECT_EQ(ops_of(m), "Add ");
   EXPECT_TRUE(report.fixed_point);
   const std::vector<double> values =
@@ -125,7 +127,7 @@ TEST(ConstantEvaluation, SlicesGathersAndTransposesOfAConstant) {
   auto picked = b.op("Gather", {sliced, b.initializer(dtype::int64, {2}, {3, -1})});
   b.output(b.op("Add", {x, picked}), dtype::float32, {2, 9});
   fusekit::model m = b.build_model();
-  fuse<constant_evaluation>(m);
+  fuse_compiled<constant_evaluation>(m);
   EXPECT_EQ(ops_of(m), "Add ");
   // Rows 1, 3, 5, 7 of wᵀ; of them the fourth (7) and the last (7): wᵀ[7][j] = w[j][7] = 9j + 7.
   std::vector<double> expected;
@@ -149,7 +151,7 @@ TEST(ConstantEvaluation, ATableThatTwoChainsIndexFoldsInBoth) {
   auto second = b.op("Mul", {first, b.op("Neg", {b.op("Gather", {t, at})})});
   b.output(second, dtype::float32, {70, 5});
   fusekit::model m = b.build_model();
-  fuse<constant_evaluation>(m);
+  fuse_compiled<constant_evaluation>(m);
   EXPECT_EQ(ops_of(m), "Add Mul ");
   EXPECT_EQ(m.proto.graph().initializer_size(), 2);
   const std::vector<double> gathered =
@@ -163,13 +165,13 @@ TEST(ConstantEvaluation, AChainThatEndsAtAGraphOutputFoldsUpToItsWriter) {
   model_builder b(17);
   std::vector<double> data(81);
   for (std::size_t i = 0; i < data.size(); ++i) data[i] = double(i);
-  auto scattered = b.op("ScatterND", {b.initializer(dtype::float32, {9, 9}, data),
-                                      b.initializer(dtype::int64, {2, 1}, {1, 4}),
-                                      b.initializer(dtype::float32, {2, 9},
-                                                    std::vector<double>(18, -1))});
+  auto scattered =
+      b.op("ScatterND", {b.initializer(dtype::float32, {9, 9}, data),
+                         b.initializer(dtype::int64, {2, 1}, {1, 4}),
+                         b.initializer(dtype::float32, {2, 9}, std::vector<double>(18, -1))});
   b.output(b.op("Identity", {scattered}), dtype::float32, {9, 9});
   fusekit::model m = b.build_model();
-  fuse<constant_evaluation>(m);
+  fuse_compiled<constant_evaluation>(m);
   EXPECT_EQ(ops_of(m), "Identity ");
   const std::vector<double> values =
       elements(*initializer_named(m, m.proto.graph().node(0).input(0)));

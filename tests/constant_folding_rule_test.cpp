@@ -11,15 +11,16 @@
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/all.hpp"
 #include "fusekit/rules/constant_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::constant_folding;
 using fusekit::rules::constant_view_folding;
+using fusekit::testing::fuse_compiled;
 
 std::string ops_of(const fusekit::model& m) {
   std::string out;
@@ -45,7 +46,7 @@ std::vector<double> read_by_last(const fusekit::model& m, int slot) {
 template <class R = constant_folding>
 void expect_unchanged(fusekit::model m) {
   const std::string before = m.proto.SerializeAsString();
-  const auto report = fuse<R>(m);
+  const auto report = fuse_compiled<R>(m);
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   EXPECT_TRUE(report.near_misses.empty());
 }
@@ -65,7 +66,7 @@ fusekit::model flattened_by_its_shape(fusekit::build::shape_spec dims, std::int6
 
 TEST(ConstantFolding, AShapeComputationOnStaticDimsFoldsInOnePass) {
   fusekit::model m = flattened_by_its_shape({1, 3, 8, 8}, 2, {8, 24});
-  const auto report = fuse<constant_folding>(m);
+  const auto report = fuse_compiled<constant_folding>(m);
   EXPECT_EQ(ops_of(m), "Reshape ");
   EXPECT_EQ(read_by_last(m, 1), (std::vector<double>{8, -1}));
   // The initializers only the chain read went with it.
@@ -73,7 +74,7 @@ TEST(ConstantFolding, AShapeComputationOnStaticDimsFoldsInOnePass) {
   fusekit::rewrite::check_invariants(m);
   // Running again changes nothing.
   const std::string once = m.proto.SerializeAsString();
-  fuse<constant_folding>(m);
+  fuse_compiled<constant_folding>(m);
   EXPECT_EQ(m.proto.SerializeAsString(), once);
   EXPECT_FALSE(report.fusions.empty());
 }
@@ -86,7 +87,7 @@ TEST(ConstantFolding, NearMissASymbolicDim) {
 TEST(ConstantFolding, PartOfAShapeFoldsWhereItsDimsAreNumbers) {
   // Dim 2 is a number even where dim 0 is not: that Gather folds, the Shape stays for nothing.
   fusekit::model m = flattened_by_its_shape({"N", 3, 8, 8}, 2, {8, "M"});
-  fuse<constant_folding>(m);
+  fuse_compiled<constant_folding>(m);
   EXPECT_EQ(ops_of(m), "Reshape ");
   EXPECT_EQ(read_by_last(m, 1), (std::vector<double>{8, -1}));
 }
@@ -100,7 +101,7 @@ TEST(ConstantFolding, RangeAndConstantOfShapeFold) {
                     {{"value", fusekit::build::make_tensor("", dtype::int64, {1}, {5})}});
   b.output(b.op("Add", {x, b.op("Add", {steps, zeros})}), dtype::int64, {4});
   fusekit::model m = b.build_model();
-  fuse<constant_folding>(m);
+  fuse_compiled<constant_folding>(m);
   EXPECT_EQ(ops_of(m), "Add ");
   EXPECT_EQ(read_by_last(m, 1), (std::vector<double>{5, 7, 9, 11}));
 }
@@ -112,7 +113,7 @@ TEST(ConstantFolding, FloatsAreRoundedToTheOutputsType) {
   auto third = b.op("Div", {b.scalar(dtype::float16, 1), b.scalar(dtype::float16, 3)});
   b.output(b.op("Mul", {x, third}), dtype::float16, {1});
   fusekit::model m = b.build_model();
-  fuse<constant_folding>(m);
+  fuse_compiled<constant_folding>(m);
   EXPECT_EQ(ops_of(m), "Mul ");
   EXPECT_EQ(read_by_last(m, 1), (std::vector<double>{0.333251953125}));
   EXPECT_EQ(m.proto.graph().initializer(0).data_type(), int(dtype::float16));
@@ -153,7 +154,7 @@ TEST(ConstantViewFolding, ATransposedWeightIsWrittenTransposed) {
   fusekit::model m = linear_of_transposed([](model_builder& b) {
     return b.initializer(dtype::float32, {10, 8}, counting(80));
   });
-  fuse<constant_view_folding>(m);
+  fuse_compiled<constant_view_folding>(m);
   EXPECT_EQ(ops_of(m), "MatMul ");
   const std::vector<double> t = read_by_last(m, 1);
   ASSERT_EQ(t.size(), 80u);
@@ -172,7 +173,7 @@ TEST(ConstantViewFolding, AReshapeKeepsTheElementsUnderOtherDims) {
                             b.initializer(dtype::int64, {2}, {4, -1})});
   b.output(b.op("Add", {x, w}), dtype::float32, {4, 20});
   fusekit::model m = b.build_model();
-  fuse<constant_view_folding>(m);
+  fuse_compiled<constant_view_folding>(m);
   EXPECT_EQ(ops_of(m), "Add ");
   EXPECT_EQ(read_by_last(m, 1), counting(80));
   EXPECT_EQ(m.proto.graph().initializer(0).dims_size(), 2);

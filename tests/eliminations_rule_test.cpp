@@ -10,18 +10,19 @@
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/all.hpp"
 #include "fusekit/rules/eliminations.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::castlike_to_cast;
 using fusekit::rules::constant_to_initializer;
 using fusekit::rules::identity_elimination;
 using fusekit::rules::noop_elimination;
 using fusekit::rules::not_elimination;
+using fusekit::testing::fuse_compiled;
 
 // "Op(input, …) -> output" per node, in graph order.
 std::string nodes_of(const fusekit::model& m) {
@@ -37,7 +38,7 @@ std::string nodes_of(const fusekit::model& m) {
 template <class R>
 void expect_unchanged(fusekit::model m) {
   const std::string before = m.proto.SerializeAsString();
-  const auto report = fuse<R>(m);
+  const auto report = fuse_compiled<R>(m);
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   EXPECT_TRUE(report.fusions.empty());
   EXPECT_TRUE(report.near_misses.empty());
@@ -56,7 +57,7 @@ fusekit::model read_through(std::string_view op,
 
 TEST(IdentityElimination, IdentityReadersReadItsInput) {
   fusekit::model m = read_through("Identity");
-  const auto report = fuse<identity_elimination>(m);
+  const auto report = fuse_compiled<identity_elimination>(m);
   EXPECT_EQ(nodes_of(m), "Relu(x)->Relu_1 ");
   EXPECT_EQ(report.fusions.size(), 1u);
   fusekit::rewrite::check_invariants(m);
@@ -64,13 +65,13 @@ TEST(IdentityElimination, IdentityReadersReadItsInput) {
 
 TEST(IdentityElimination, CastToItsOwnTypeGoes) {
   fusekit::model m = read_through("Cast", {{"to", dtype::float32}});
-  fuse<identity_elimination>(m);
+  fuse_compiled<identity_elimination>(m);
   EXPECT_EQ(nodes_of(m), "Relu(x)->Relu_1 ");
 }
 
 TEST(IdentityElimination, DropoutAtInferenceGoes) {
   fusekit::model m = read_through("Dropout");
-  fuse<identity_elimination>(m);
+  fuse_compiled<identity_elimination>(m);
   EXPECT_EQ(nodes_of(m), "Relu(x)->Relu_1 ");
 }
 
@@ -80,7 +81,7 @@ TEST(IdentityElimination, AChainGoesWhole) {
   auto y = b.op("Identity", {b.op("Identity", {b.op("Identity", {x})})});
   b.output(b.op("Relu", {y}), dtype::float32, {2, 3});
   fusekit::model m = b.build_model();
-  fuse<identity_elimination>(m);
+  fuse_compiled<identity_elimination>(m);
   EXPECT_EQ(nodes_of(m), "Relu(x)->Relu_3 ");
 }
 
@@ -122,7 +123,7 @@ TEST(IdentityElimination, ExplainedWhereTheNameMustLiveOn) {
   auto x = b.input("x", dtype::float32, {2, 3});
   b.output(b.op("Identity", {b.op("Relu", {x})}, {}, {.name = "id"}), dtype::float32, {2, 3});
   fusekit::model m = b.build_model();
-  const auto report = fuse<identity_elimination>(m, {.explain = true});
+  const auto report = fuse_compiled<identity_elimination>(m, {.explain = true});
   ASSERT_EQ(report.near_misses.size(), 1u);
   EXPECT_EQ(report.near_misses[0].reason,
             "Identity 'id': writes a graph output, whose name must live on");
@@ -145,7 +146,7 @@ TEST(NoopElimination, AViewToItsInputsOwnShapeGoes) {
        {viewed_by("Reshape", {{2, 3}}), viewed_by("Reshape", {{2, -1}}), viewed_by("Expand", {{1}}),
         viewed_by("Tile", {{1, 1}}), viewed_by("Slice", {{0}, {1 << 30}, {1}}),
         viewed_by("Pad", {{0, 0, 0, 0}})}) {
-    fuse<noop_elimination>(m);
+    fuse_compiled<noop_elimination>(m);
     ASSERT_EQ(m.proto.graph().node_size(), 1);
     EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
     fusekit::rewrite::check_invariants(m);
@@ -191,7 +192,7 @@ TEST(NoopElimination, ArithmeticByItsIdentityGoes) {
        {by_a_scalar("Mul", 1), by_a_scalar("Mul", 1, true), by_a_scalar("Div", 1),
         by_a_scalar("Sub", 0), by_a_scalar("Mul", 1, false, dtype::float16, 2),
         by_a_scalar("Mul", 1, true, dtype::int64)}) {
-    fuse<noop_elimination>(m);
+    fuse_compiled<noop_elimination>(m);
     ASSERT_EQ(m.proto.graph().node_size(), 1);
     EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
     fusekit::rewrite::check_invariants(m);
@@ -229,7 +230,7 @@ fusekit::model weighted(std::vector<double> weight) {
 
 TEST(NoopElimination, AWeightOfOnesGoes) {
   fusekit::model m = weighted({1, 1, 1});
-  fuse<noop_elimination>(m);
+  fuse_compiled<noop_elimination>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
   fusekit::rewrite::check_invariants(m);
@@ -254,7 +255,7 @@ fusekit::model masked_fill(bool shared) {
 
 TEST(NotElimination, TheBranchesSwapForTheCondition) {
   fusekit::model m = masked_fill(false);
-  fuse<not_elimination>(m);
+  fuse_compiled<not_elimination>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   const auto& where = m.proto.graph().node(0);
   EXPECT_EQ(where.op_type(), "Where");
@@ -282,7 +283,7 @@ fusekit::model cast_like(std::string_view like_op, std::string_view domain = {})
 
 TEST(CastLikeToCast, TheTypeOfTheSecondInputIsStated) {
   fusekit::model m = cast_like("Neg");
-  fuse<castlike_to_cast>(m);
+  fuse_compiled<castlike_to_cast>(m);
   // The Neg was read for its type alone: nothing reads it now.
   EXPECT_EQ(nodes_of(m), "Cast(x)->c Relu(c)->Relu_1 ");
   EXPECT_EQ(m.proto.graph().node(0).attribute(0).i(), int(dtype::float16));
@@ -303,14 +304,14 @@ TEST(ConstantToInitializer, TheTensorKeepsTheOutputsName) {
   const std::string name = m.proto.graph().node(0).output(0);
   onnx::TensorProto tensor = m.proto.graph().node(0).attribute(0).t();
   tensor.set_name(name);
-  const auto report = fuse<constant_to_initializer>(m);
+  const auto report = fuse_compiled<constant_to_initializer>(m);
   EXPECT_EQ(nodes_of(m), "Add(x, " + name + ")->Add_1 ");
   ASSERT_EQ(m.proto.graph().initializer_size(), 1);
   EXPECT_EQ(m.proto.graph().initializer(0).SerializeAsString(), tensor.SerializeAsString());
   EXPECT_EQ(report.fusions.size(), 1u);
   fusekit::rewrite::check_invariants(m);
   // Nothing is left to do a second time.
-  const auto again = fuse<constant_to_initializer>(m);
+  const auto again = fuse_compiled<constant_to_initializer>(m);
   EXPECT_TRUE(again.fusions.empty());
 }
 

@@ -10,14 +10,15 @@
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/factor_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::factor_folding;
+using fusekit::testing::fuse_compiled;
 
 // x [2, 3] ── first(·, a) ── second(·, b) ── y, each factor of the given dims.
 struct two_factors {
@@ -50,7 +51,7 @@ struct two_factors {
 // "Op(x, [factor] of dims d)" where the rule wrote one node; "" where it did not.
 std::string folded(const two_factors& t) {
   fusekit::model m = t.build();
-  fuse<factor_folding>(m);
+  fuse_compiled<factor_folding>(m);
   if (m.proto.graph().node_size() != (t.capped ? 2 : 1)) return "";
   const fusekit::graph g(m);
   const fusekit::array f(g, g.constant_tensor(g.input(0, 1)));

@@ -10,14 +10,15 @@
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/pad_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::attr;
 using fusekit::build::model_builder;
-using fusekit::rewrite::fuse;
 using fusekit::rules::pad_into_conv;
+using fusekit::testing::fuse_compiled;
 
 struct padded_conv {
   std::vector<double> pads{0, 0, 1, 0, 0, 0, 2, 1};  // [N, C, H, W] begins, then ends
@@ -45,7 +46,7 @@ struct padded_conv {
 
 // The Conv's pads after the rule ran, "" where the Pad is still there.
 std::string pads_after(fusekit::model m) {
-  fuse<pad_into_conv>(m);
+  fuse_compiled<pad_into_conv>(m);
   const auto& g = m.proto.graph();
   if (g.node_size() != 1) return "";
   std::string out;
@@ -58,8 +59,8 @@ std::string pads_after(fusekit::model m) {
 // Why the rule leaves m as it is, asked to explain; by default it says nothing.
 std::string refusal(fusekit::model m) {
   const std::string before = m.proto.SerializeAsString();
-  EXPECT_TRUE(fuse<pad_into_conv>(m).near_misses.empty());
-  const auto report = fuse<pad_into_conv>(m, {.explain = true});
+  EXPECT_TRUE(fuse_compiled<pad_into_conv>(m).near_misses.empty());
+  const auto report = fuse_compiled<pad_into_conv>(m, {.explain = true});
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   return report.near_misses.size() == 1 ? report.near_misses[0].reason : "";
 }
@@ -83,7 +84,7 @@ TEST(PadIntoConv, AConvOfAGraphInputOrOfAnotherOpIsLeftAsItIs) {
   b.output(b.op("Conv", {b.op("Relu", {first}), w}));
   fusekit::model m = b.build_model();
   const std::string before = m.proto.SerializeAsString();
-  EXPECT_TRUE(fuse<pad_into_conv>(m).fusions.empty());
+  EXPECT_TRUE(fuse_compiled<pad_into_conv>(m).fusions.empty());
   EXPECT_EQ(m.proto.SerializeAsString(), before);
 }
 

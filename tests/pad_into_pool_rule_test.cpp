@@ -11,15 +11,16 @@
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/pad_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::attr;
 using fusekit::build::model_builder;
-using fusekit::rewrite::fuse;
 using fusekit::rules::pad_into_average_pool;
 using fusekit::rules::pad_into_max_pool;
+using fusekit::testing::fuse_compiled;
 using i64s = std::vector<std::int64_t>;
 
 constexpr double minus_infinity = -std::numeric_limits<double>::infinity();
@@ -63,7 +64,7 @@ struct padded_pool {
 template <class Rule>
 std::string after(const padded_pool& p) {
   fusekit::model m = p.build();
-  fuse<Rule>(m);
+  fuse_compiled<Rule>(m);
   const auto& g = m.proto.graph();
   if (g.node_size() != 1) return "";
   std::string out;
@@ -109,8 +110,8 @@ TEST(PadIntoPool, LookAlikesAreLeft) {
 
 TEST(PadIntoPool, NearMissOnlyWhenAsked) {
   fusekit::model m = padded_pool{.fill = 0}.build();
-  EXPECT_TRUE(fuse<pad_into_max_pool>(m).near_misses.empty());
-  const auto report = fuse<pad_into_max_pool>(m, {.explain = true});
+  EXPECT_TRUE(fuse_compiled<pad_into_max_pool>(m).near_misses.empty());
+  const auto report = fuse_compiled<pad_into_max_pool>(m, {.explain = true});
   ASSERT_EQ(report.near_misses.size(), 1u);
   EXPECT_EQ(report.near_misses[0].reason, "MaxPool 'pool': not of pads the pool's own can state");
 }

@@ -10,14 +10,15 @@
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rewrite/invariants.hpp"
 #include "fusekit/rules/reshape_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::reshape_folding;
+using fusekit::testing::fuse_compiled;
 
 std::string nodes_of(const fusekit::model& m) {
   std::string out;
@@ -47,13 +48,13 @@ fusekit::model reshaped_twice(std::vector<double> inner, std::vector<double> out
 TEST(ReshapeFolding, AReshapeOfAReshapeIsOne) {
   // The 0 copies B from v, and v's dim 0 is x's: the outer target reads the same on x.
   fusekit::model m = reshaped_twice({0, 0, 2, 4}, {0, 32}, {"B", 32});
-  fuse<reshape_folding>(m);
+  fuse_compiled<reshape_folding>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
   fusekit::rewrite::check_invariants(m);
   // A second run changes nothing.
   const std::string once = m.proto.SerializeAsString();
-  fuse<reshape_folding>(m);
+  fuse_compiled<reshape_folding>(m);
   EXPECT_EQ(m.proto.SerializeAsString(), once);
 }
 
@@ -66,7 +67,7 @@ TEST(ReshapeFolding, EveryViewFolds) {
     if (op != "Flatten") args.push_back(int64s(b, {1}));
     b.output(b.op("Reshape", {b.op(op, args), int64s(b, {4, -1})}), dtype::float32, {4, 6});
     fusekit::model m = b.build_model();
-    fuse<reshape_folding>(m);
+    fuse_compiled<reshape_folding>(m);
     ASSERT_EQ(m.proto.graph().node_size(), 1) << op;
     EXPECT_EQ(m.proto.graph().node(0).input(0), "x") << op;
     fusekit::rewrite::check_invariants(m);
@@ -76,7 +77,7 @@ TEST(ReshapeFolding, EveryViewFolds) {
 TEST(ReshapeFolding, AZeroThatMeansZeroNeedsNoProof) {
   // allowzero 1: a 0 is a dim of size 0, never a copy of v's.
   fusekit::model m = reshaped_twice({4, -1}, {0, 2, -1}, {0, 2, "M"}, 1);
-  fuse<reshape_folding>(m);
+  fuse_compiled<reshape_folding>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
 }
@@ -89,7 +90,7 @@ TEST(ReshapeFolding, AViewReadElsewhereStays) {
   b.output(v, dtype::float32, {2, 12});
   b.output(b.op("Reshape", {v, int64s(b, {6, 4})}), dtype::float32, {6, 4});
   fusekit::model m = b.build_model();
-  fuse<reshape_folding>(m);
+  fuse_compiled<reshape_folding>(m);
   EXPECT_EQ(nodes_of(m), "Flatten(x) Reshape(x, " + m.proto.graph().node(1).input(1) + ") ");
   fusekit::rewrite::check_invariants(m);
 }
@@ -98,7 +99,7 @@ TEST(ReshapeFolding, NearMissAZeroCopyingADimXLacks) {
   // v is [4, 8·B]: its 0 copies 4, where on x it would copy B.
   fusekit::model m = reshaped_twice({4, -1}, {0, 2, -1}, {4, 2, "M"});
   const std::string before = m.proto.SerializeAsString();
-  const auto report = fuse<reshape_folding>(m, {.explain = true});
+  const auto report = fuse_compiled<reshape_folding>(m, {.explain = true});
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   // Asked to explain, the rule also says why the view itself, reading x, is no Reshape of a view.
   ASSERT_EQ(report.near_misses.size(), 2u);
@@ -117,7 +118,7 @@ TEST(ReshapeFolding, NearMissATargetOfUnknownLength) {
            fusekit::build::unknown_shape);
   fusekit::model m = b.build_model();
   const std::string before = m.proto.SerializeAsString();
-  const auto report = fuse<reshape_folding>(m, {.explain = true});
+  const auto report = fuse_compiled<reshape_folding>(m, {.explain = true});
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   ASSERT_EQ(report.near_misses.size(), 1u);
   EXPECT_EQ(report.near_misses[0].reason,

@@ -14,14 +14,15 @@
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rewrite/invariants.hpp"
 #include "fusekit/rules/reshape_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::reshape_target_folding;
+using fusekit::testing::fuse_compiled;
 
 // The elements of the initializer the only node's input 1 reads.
 std::vector<std::int64_t> target_of(const fusekit::model& m) {
@@ -40,8 +41,8 @@ std::vector<std::int64_t> target_of(const fusekit::model& m) {
 // changes the model.
 std::string refusal(fusekit::model m) {
   const std::string before = m.proto.SerializeAsString();
-  EXPECT_TRUE(fuse<reshape_target_folding>(m).near_misses.empty());
-  const auto report = fuse<reshape_target_folding>(m, {.explain = true});
+  EXPECT_TRUE(fuse_compiled<reshape_target_folding>(m).near_misses.empty());
+  const auto report = fuse_compiled<reshape_target_folding>(m, {.explain = true});
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   EXPECT_EQ(report.near_misses.size(), 1u);
   return report.near_misses.empty() ? "" : report.near_misses[0].reason;
@@ -77,7 +78,7 @@ std::vector<value> heads(model_builder& b, value x) {
 
 TEST(ReshapeTargetFolding, DimsAtTheirIndexAreCopied) {
   fusekit::model m = reshaped_by(heads, {"B", "S", 4, 8});
-  fuse<reshape_target_folding>(m);
+  fuse_compiled<reshape_target_folding>(m);
   // The shape computation is read no more: only the Reshape is left.
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
@@ -85,7 +86,7 @@ TEST(ReshapeTargetFolding, DimsAtTheirIndexAreCopied) {
   fusekit::rewrite::check_invariants(m);
   // A second run changes nothing: the target is a constant.
   const std::string once = m.proto.SerializeAsString();
-  fuse<reshape_target_folding>(m);
+  fuse_compiled<reshape_target_folding>(m);
   EXPECT_EQ(m.proto.SerializeAsString(), once);
 }
 
@@ -96,7 +97,7 @@ TEST(ReshapeTargetFolding, OneOtherElementIsSolved) {
         return std::vector<value>{b.op("Mul", {dim_of(b, x, 0), dim_of(b, x, 1)}), int64s(b, {32})};
       },
       {"BS", 32});
-  fuse<reshape_target_folding>(m);
+  fuse_compiled<reshape_target_folding>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   EXPECT_EQ(target_of(m), (std::vector<std::int64_t>{-1, 32}));
   fusekit::rewrite::check_invariants(m);

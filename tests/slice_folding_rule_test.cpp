@@ -12,14 +12,15 @@
 #include "fusekit/graph/tensor.hpp"
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/slice_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::slice_folding;
+using fusekit::testing::fuse_compiled;
 using i64s = std::vector<std::int64_t>;
 
 // x [2, 6, 6, 4] ── Slice(axes a1) ── Slice(axes a2) ── y, each of one axis from start to end
@@ -66,25 +67,25 @@ std::string nodes_of(const fusekit::model& m) {
 
 TEST(SliceFolding, SlicesOfTwoAxesAreOneSlice) {
   fusekit::model m = sliced_twice{}.build();
-  fuse<slice_folding>(m);
+  fuse_compiled<slice_folding>(m);
   EXPECT_EQ(nodes_of(m), "Slice(x [0 0] [100 100] [1 2] [2 2]) ");
 }
 
 TEST(SliceFolding, OmittedAxesAreTheFirstOnes) {
   fusekit::model m = sliced_twice{.axes1 = {}}.build();
-  fuse<slice_folding>(m);
+  fuse_compiled<slice_folding>(m);
   EXPECT_EQ(nodes_of(m), "Slice(x [0 0] [100 100] [0 2] [2 2]) ");
 }
 
 TEST(SliceFolding, ANegativeAxisCountsFromTheRank) {
   fusekit::model m = sliced_twice{.axes2 = {-1}}.build();
-  fuse<slice_folding>(m);
+  fuse_compiled<slice_folding>(m);
   EXPECT_EQ(nodes_of(m), "Slice(x [0 0] [100 100] [1 3] [2 2]) ");
 }
 
 TEST(SliceFolding, AFirstReadElsewhereStaysForItsReader) {
   fusekit::model m = sliced_twice{.first_read_elsewhere = true}.build();
-  fuse<slice_folding>(m);
+  fuse_compiled<slice_folding>(m);
   EXPECT_EQ(m.proto.graph().node_size(), 2);
   EXPECT_EQ(m.proto.graph().node(1).input(0), "x");
 }
@@ -93,7 +94,7 @@ TEST(SliceFolding, ToTheEndIsWrittenExactly) {
   // torch writes INT64_MAX for "to the end", which no double holds: the bounds are written as ints.
   const std::int64_t max = std::numeric_limits<std::int64_t>::max();
   fusekit::model m = sliced_twice{.range1 = {0, max, 2}, .range2 = {0, max, 2}}.build();
-  fuse<slice_folding>(m);
+  fuse_compiled<slice_folding>(m);
   EXPECT_EQ(nodes_of(m), "Slice(x [0 0] [" + std::to_string(max) + " " + std::to_string(max) +
                              "] [1 2] [2 2]) ");
 }
@@ -101,11 +102,11 @@ TEST(SliceFolding, ToTheEndIsWrittenExactly) {
 TEST(SliceFolding, SlicesOfOneAxisAreOneRangeOfIt) {
   // Elements 0, 2, 4 of 6, then 0 and 2 of those: 0 and 4.
   fusekit::model m = sliced_twice{.axes2 = {1}}.build();
-  fuse<slice_folding>(m);
+  fuse_compiled<slice_folding>(m);
   EXPECT_EQ(nodes_of(m), "Slice(x [0] [5] [1] [4]) ");
   // Elements 1 to 5, then the third and fourth of those ([-3:-1]): x's 3 and 4.
   m = sliced_twice{.axes2 = {1}, .range1 = {1, 100, 1}, .range2 = {-3, -1, 1}}.build();
-  fuse<slice_folding>(m);
+  fuse_compiled<slice_folding>(m);
   EXPECT_EQ(nodes_of(m), "Slice(x [3] [5] [1] [1]) ");
 }
 
@@ -143,8 +144,8 @@ TEST(SliceFolding, NearMissOnlyWhenAsked) {
   // Both slice axis 1, whose dim S nothing proves: where the second's bounds land in x is unknown.
   fusekit::model m = sliced_twice{.axes2 = {1}, .x_dims = {2, "S", 6, 4}}.build();
   const std::string before = m.proto.SerializeAsString();
-  EXPECT_TRUE(fuse<slice_folding>(m).near_misses.empty());
-  const auto report = fuse<slice_folding>(m, {.explain = true});
+  EXPECT_TRUE(fuse_compiled<slice_folding>(m).near_misses.empty());
+  const auto report = fuse_compiled<slice_folding>(m, {.explain = true});
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   ASSERT_EQ(report.near_misses.size(), 2u);
   EXPECT_EQ(report.near_misses[1].reason,
@@ -155,7 +156,7 @@ TEST(SliceFolding, NearMissOnlyWhenAsked) {
 TEST(SliceFolding, StepsBackAlongOneAxisAreLeft) {
   // The first steps back along axis 1, which the second slices too.
   fusekit::model m = sliced_twice{.axes2 = {1}, .range1 = {-1, -100, -1}}.build();
-  fuse<slice_folding>(m);
+  fuse_compiled<slice_folding>(m);
   EXPECT_EQ(m.proto.graph().node_size(), 2);
 }
 

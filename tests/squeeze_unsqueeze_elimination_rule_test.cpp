@@ -8,13 +8,14 @@
 #include "fusekit/graph/model_builder.hpp"
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rules/unsqueeze_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
-using fusekit::rewrite::fuse;
 using fusekit::rules::squeeze_unsqueeze_elimination;
+using fusekit::testing::fuse_compiled;
 
 // x [2, 3, 1] ── first(axes a) ── second(axes b) ── Relu ── y
 struct round_trip {
@@ -36,7 +37,7 @@ struct round_trip {
 // The ops left, and what the Relu reads.
 std::string after(const round_trip& r) {
   fusekit::model m = r.build();
-  fuse<squeeze_unsqueeze_elimination>(m);
+  fuse_compiled<squeeze_unsqueeze_elimination>(m);
   std::string out;
   for (const auto& n : m.proto.graph().node()) out += n.op_type() + " ";
   return out + "reading " + m.proto.graph().node(m.proto.graph().node_size() - 1).input(0);

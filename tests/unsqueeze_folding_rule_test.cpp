@@ -11,14 +11,15 @@
 #include "fusekit/rewrite/driver.hpp"
 #include "fusekit/rewrite/invariants.hpp"
 #include "fusekit/rules/unsqueeze_folding.hpp"
+#include "test_support.hpp"
 
 namespace {
 
 using fusekit::dtype;
 using fusekit::build::model_builder;
 using fusekit::build::value;
-using fusekit::rewrite::fuse;
 using fusekit::rules::unsqueeze_folding;
+using fusekit::testing::fuse_compiled;
 
 value int64s(model_builder& b, std::vector<double> v) {
   return b.initializer(dtype::int64, {std::int64_t(v.size())}, v);
@@ -51,7 +52,7 @@ fusekit::model unsqueezed_twice(std::vector<double> first, std::vector<double> s
 TEST(UnsqueezeFolding, TwoAreOneOfBothAxes) {
   // [2, 3] → [1, 2, 3] → [1, 2, 3, 1]: axes 0 and 3 of the output.
   fusekit::model m = unsqueezed_twice({0}, {3}, {1, 2, 3, 1});
-  fuse<unsqueeze_folding>(m);
+  fuse_compiled<unsqueeze_folding>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
   EXPECT_EQ(axes_of(m), (std::vector<double>{0, 3}));
@@ -61,7 +62,7 @@ TEST(UnsqueezeFolding, TwoAreOneOfBothAxes) {
 TEST(UnsqueezeFolding, TheFirstsAxesMoveWhereTheSecondInsertsBeforeThem) {
   // [2, 3] → [2, 3, 1] (axis −1) → [2, 1, 3, 1] (axis 1): the first's axis is now 3.
   fusekit::model m = unsqueezed_twice({-1}, {1}, {2, 1, 3, 1});
-  fuse<unsqueeze_folding>(m);
+  fuse_compiled<unsqueeze_folding>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 1);
   EXPECT_EQ(axes_of(m), (std::vector<double>{1, 3}));
 }
@@ -74,7 +75,7 @@ TEST(UnsqueezeFolding, AFirstReadElsewhereStays) {
   b.output(once, dtype::float32, {1, 2, 3});
   b.output(b.op("Unsqueeze", {once, int64s(b, {0})}), dtype::float32, {1, 1, 2, 3});
   fusekit::model m = b.build_model();
-  fuse<unsqueeze_folding>(m);
+  fuse_compiled<unsqueeze_folding>(m);
   ASSERT_EQ(m.proto.graph().node_size(), 2);
   EXPECT_EQ(m.proto.graph().node(1).input(0), "x");
   fusekit::rewrite::check_invariants(m);
@@ -83,7 +84,7 @@ TEST(UnsqueezeFolding, AFirstReadElsewhereStays) {
 // Fuses m, asked to explain; expects it unchanged and returns why Unsqueeze 'second' did not fold.
 std::string refusal(fusekit::model m) {
   const std::string before = m.proto.SerializeAsString();
-  const auto report = fuse<unsqueeze_folding>(m, {.explain = true});
+  const auto report = fuse_compiled<unsqueeze_folding>(m, {.explain = true});
   EXPECT_EQ(m.proto.SerializeAsString(), before);
   if (report.near_misses.empty() || report.near_misses.back().anchor != "Unsqueeze 'second'")
     return "no near miss at Unsqueeze 'second'";
