@@ -687,9 +687,11 @@ FUSEKIT_ENGINE_INLINE void graph::load_schemas() {
   auto& shared = *shared_;
   shared.defaults.resize(shared.ops.size());
   shared.schemas.resize(shared.ops.size(), nullptr);
-  for (op_id id = 0; id < shared.ops.size(); ++id) {
+  // The interner knows every op of every schema; a model uses a few of them.
+  for (op_id id = 0; id < shared.ops.size() && id < shared.used_ops.size(); ++id) {
+    if (!shared.used_ops[id]) continue;
     const std::int64_t version = opset(shared.ops.domain(id));
-    if (version <= 0 || id >= shared.used_ops.size() || !shared.used_ops[id]) continue;
+    if (version <= 0) continue;
     const auto* schema = schemas().GetSchema(std::string(shared.ops.name(id)), int(version),
                                              std::string(shared.ops.domain(id)));
     if (schema == nullptr) continue;

@@ -99,8 +99,6 @@ struct state {
   std::function<std::optional<build::value>(std::string_view, want)> source{};
   std::vector<std::string> sourcing;
   std::vector<std::pair<std::string, int>> naming;
-  // The dims proven for a value, by the name and the nodes it is computed from (views.hpp).
-  std::unordered_map<std::string, std::optional<std::vector<std::int64_t>>> written_dims;
 
   state(planner& p, const options& o, dtype t, std::int64_t opset)
       : b(opset), plan(p), o(o), type(t), opset(opset) {}

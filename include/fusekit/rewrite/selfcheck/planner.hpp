@@ -186,6 +186,10 @@ class planner {
   std::vector<std::string> refused_by_options() const;
   std::string describe_taken() const;
 
+  // Not a choice, but what every instance of the search shares: the dims the facts prove for a
+  // written value, by its name and the model it is computed from (views.hpp's written_dims).
+  std::unordered_map<std::string, std::optional<std::vector<std::int64_t>>> proven_dims;
+
  private:
   static constexpr int tries_per_alternative = 3;
   static constexpr int joint_tries_per_alternative = 6;

@@ -135,9 +135,10 @@ FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> static_dims(const
 // The dims the facts prove for `name` in what is written so far. They are read from the nodes it
 // is computed from alone, as the facts derive a value from what it reads: a view's candidates do
 // not change with what is below it, which the search of the views below varies, and each such
-// graph is judged once (the search of views asks again and again; rebuilding the whole model
-// each time was most of a check's time). A graph with subgraphs, which read values by name from
-// within, is judged whole.
+// graph is judged once for the whole search, whose instances write the same upstreams again and
+// again (the search of views asks millions of times; rebuilding the whole model each time was
+// most of a check's time). A graph with subgraphs, which read values by name from within, is
+// judged whole.
 FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> written_dims(state& s,
                                                                             std::string_view name) {
   const onnx::GraphProto& all = s.b.proto();
@@ -175,10 +176,11 @@ FUSEKIT_ENGINE_INLINE std::optional<std::vector<std::int64_t>> written_dims(stat
     if (read.contains(info.name())) *upstream.add_value_info() = info;
   std::string key(name);
   key += '\0';
-  key += upstream.SerializeAsString();
-  if (const auto seen = s.written_dims.find(key); seen != s.written_dims.end()) return seen->second;
+  key += m.SerializeAsString();
+  auto& known = s.plan.proven_dims;
+  if (const auto seen = known.find(key); seen != known.end()) return seen->second;
   auto dims = static_dims(graph(m), name);
-  s.written_dims.emplace(std::move(key), dims);
+  known.emplace(std::move(key), dims);
   return dims;
 }
 
@@ -426,6 +428,11 @@ FUSEKIT_ENGINE_INLINE bool settle_views(state& s, std::size_t first, const view_
   const int given = left();
   int budget = given;
   bool reached = false;  // whether a combination of this sum exists
+  // A view's candidates follow from the views before it alone (what it views was written before
+  // them, and only they change here), so each is derived once for the choices taken above it,
+  // not again for every sum and every combination below it.
+  std::map<std::vector<int>, std::vector<std::vector<std::int64_t>>> derived;
+  std::vector<int> taken;
   const auto search = [&](const auto& self, std::size_t k, std::size_t rest) -> bool {
     if (k == open.size()) {
       if (rest != 0) return false;
@@ -433,12 +440,22 @@ FUSEKIT_ENGINE_INLINE bool settle_views(state& s, std::size_t first, const view_
       return budget-- > 0 && !judge();
     }
     view& v = s.views[open[k]];
-    const auto candidates = candidates_of(s, v);
-    if (candidates.empty()) return self(self, k + 1, rest);
+    auto [at, fresh] = derived.try_emplace(taken);
+    if (fresh) at->second = candidates_of(s, v);
+    const std::vector<std::vector<std::int64_t>>& candidates = at->second;
+    if (candidates.empty()) {
+      taken.push_back(-1);
+      const bool found = self(self, k + 1, rest);
+      taken.pop_back();
+      return found;
+    }
     for (std::size_t c = 0; c < candidates.size() && c <= rest && budget > 0; ++c) {
       hold(s, v, candidates[c]);
       v.choice = int(c);
-      if (self(self, k + 1, rest - c)) return true;
+      taken.push_back(int(c));
+      const bool found = self(self, k + 1, rest - c);
+      taken.pop_back();
+      if (found) return true;
     }
     return false;
   };
