@@ -1205,6 +1205,7 @@ constexpr maybe_t<P> maybe(P p) {
 
 template <fixed_string Name, class Element>
 struct all_t {
+  static constexpr std::string_view name = Name.view();
   Element element;
   using captures = decl_list<decl<Name, capture_kind::list>>;
   static constexpr std::size_t nodes = 0;
@@ -1262,6 +1263,7 @@ template <fixed_string Before, fixed_string After, class Element>
 struct around_t {
   static_assert(Before.view() != After.view(),
                 "fusekit: around<>: the inputs before and after are two lists of two names");
+  static constexpr std::string_view before = Before.view(), after = After.view();
   Element element;
   using captures =
       merge_t<decl_list<decl<Before, capture_kind::list>>,

@@ -1,5 +1,5 @@
 // What a guard reads beyond its pattern, said as patterns: for a capture the pattern leaves a
-// leaf, the ops that may produce it.
+// leaf, the ops that may produce it; for a list (all<"xs">, around<>'s two), each of its elements.
 //
 //   static constexpr auto sources = pattern::sources(
 //       pattern::source<"p1">(op<"Softmax">(any())),  // the guard walks up to a Softmax

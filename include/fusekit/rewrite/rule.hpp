@@ -222,15 +222,16 @@ concept is_its_block_ok =
 };
 
 namespace rule_detail {
-// Each source names a value, a constant's number or a constant tensor the pattern captures: one
-// of another name would never be written.
+// Each source names a value, a constant's number, a constant tensor or a list (whose source writes
+// each of its elements) the pattern captures: one of another name would never be written.
 template <class Captures, class... S>
 constexpr bool sources_name_values(const pattern::sources_t<S...>*) {
   constexpr auto value = [](std::string_view name) {
     const std::size_t i = pattern::index_of<Captures>(name);
     return i != pattern::npos && (Captures::kinds[i] == pattern::capture_kind::value ||
                                   Captures::kinds[i] == pattern::capture_kind::number ||
-                                  Captures::kinds[i] == pattern::capture_kind::tensor);
+                                  Captures::kinds[i] == pattern::capture_kind::tensor ||
+                                  Captures::kinds[i] == pattern::capture_kind::list);
   };
   return (value(S::name) && ...);
 }

@@ -73,9 +73,9 @@ struct constant_evaluation {
         "the last node of a computation on constants, read by one on the inputs",
         evaluation::ends_a_fixed_chain);
   };
-  // Each input is a capture that the sources below write as a constant, the data of the
-  // instance's type and larger than the facts hold, so that only the evaluator can fold it. A
-  // view reads a computed value: of a constant itself, it is constant-view-folding's.
+  // Each input is a capture (a Concat's, a list) that the sources below write as a constant, the
+  // data of the instance's type and larger than the facts hold, so that only the evaluator can
+  // fold it. A view reads a computed value: of a constant itself, it is constant-view-folding's.
   static constexpr auto a = capture<"a">;
   static constexpr auto b = capture<"b">;
   static constexpr auto c = capture<"c">;
@@ -124,6 +124,7 @@ struct constant_evaluation {
       source<"b">(written<nine_by_nine<dtype::undefined>>),
       source<"c">(written<nine_by_nine<dtype::boolean>>),
       source<"d">(written<nine_by_nine<dtype::boolean>>),
+      source<"xs">(written<nine_by_nine<dtype::undefined>>),
       source<"computed">(op<"Neg">(capture<"a">)), source<"rows">(written<two_rows>),
       source<"updates">(written<two_updates>),
       source<"shape">(written<selfcheck_inputs::int64_vector<-1>>),

@@ -597,16 +597,25 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
       want each = in;
       if (Spec::name == "Concat" && each.rank < 0) each.rank = 1;
       const auto& head = p.inputs.head;
-      if constexpr (pattern::is_around<std::remove_cvref_t<decltype(head)>>) {
+      // A list's elements from the list's source, where the rule gives one (each written as a
+      // leaf that names the list: gen<any_t> asks the source).
+      const auto element_of = [&](std::string_view list, const auto& element) {
+        s.naming.emplace_back(std::string(list), s.depth);
+        const build::value v = detail::make(element, s, each);
+        s.naming.pop_back();
+        return v;
+      };
+      using Head = std::remove_cvref_t<decltype(head)>;
+      if constexpr (pattern::is_around<Head>) {
         // around<>'s input first, between two others, or last.
         static constexpr pattern::any_t other{};
         const int at = s.plan.choose(head, 3, " first | between two inputs | last");
-        if (at > 0) args.push_back(detail::make(other, s, each));
+        if (at > 0) args.push_back(element_of(Head::before, other));
         args.push_back(detail::make(head.element, s, each));
-        if (at < 2) args.push_back(detail::make(other, s, each));
+        if (at < 2) args.push_back(element_of(Head::after, other));
       } else {
-        args.push_back(detail::make(head.element, s, each));
-        args.push_back(detail::make(head.element, s, each));
+        args.push_back(element_of(Head::name, head.element));
+        args.push_back(element_of(Head::name, head.element));
       }
     } else {
       inputs<Spec>(p.inputs, s, in, args);
