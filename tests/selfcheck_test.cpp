@@ -831,6 +831,42 @@ TEST(Selfcheck, WritesANumberAsTheConstantItFollowsHoldsIt) {
   }
 }
 
+// divided-back's guard refusal said as a graph: m a number other than the divisor.
+struct written_past_the_divisor {
+  static auto write(auto& w) { return w.initializer(w.type(), {}, {w.scalar("d") + 1.0}); }
+};
+template <fixed_string Text, class Writes>
+struct divided_back_refusing : divided_back {
+  static constexpr auto refusals =
+      fusekit::pattern::refusals(refusal<Text>(source<"m">(written<Writes>)));
+};
+
+TEST(Selfcheck, WritesEachRefusalTheRuleDeclares) {
+  // m one past the divisor, written into the first instance that fused: refused in those words.
+  const auto r = fusekit::selfcheck::check<
+      divided_back_refusing<"the factor is not proven the divisor", written_past_the_divisor>>({});
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_EQ(r.to_table(),
+            "divided-back: ok; 6 of 6 instances fused, 4 of 4 alternatives covered; parity with "
+            "ONNX Runtime not checked (no Python with onnxruntime given); 2 mutants (1 of them the "
+            "rule's refusals): 2 refused and named\n");
+  // A refusal whose graph the guard accepts (m the divisor itself): the rule's word is wrong.
+  const auto accepted = fusekit::selfcheck::check<
+      divided_back_refusing<"the factor is not proven the divisor", written_divisor>>({});
+  EXPECT_FALSE(accepted.ok());
+  EXPECT_EQ(accepted.to_table(),
+            "divided-back: FAILED; 6 of 6 instances fused, 4 of 4 alternatives covered; parity "
+            "with ONNX Runtime not checked (no Python with onnxruntime given); 2 mutants (1 of "
+            "them the rule's refusals): 1 refused and named\n"
+            "  mutant (refusal \"the factor is not proven the divisor\") fused: the rule declares "
+            "that its guard refuses it\n");
+  // Refused, but in other words than the rule says.
+  const auto misworded = fusekit::selfcheck::check<
+      divided_back_refusing<"the factor is zero", written_past_the_divisor>>({});
+  EXPECT_FALSE(misworded.ok());
+  EXPECT_EQ(misworded.mutants.back().near_miss, "the factor is not proven the divisor");
+}
+
 // x / c as x · (1 / c), c a constant tensor: a fold computed from the constant's values. Written
 // of ones, as a constant<> is by default, a fold that forgot to invert c computes the same.
 template <bool Inverts>

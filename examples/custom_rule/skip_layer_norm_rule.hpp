@@ -49,6 +49,27 @@ struct skip_layer_norm {
           .dtype<dtype::float32, dtype::float16>()
           .attr<"axis">(last_axis);
 
+  // How to break each reason the guard refuses for, which selfcheck cannot read from its code: the
+  // captures these write, put into an instance that fused, must be refused in these words.
+  struct rank_four {
+    static auto write(auto& w) { return w.input(w.type(), {2, 2, 2, w.leaf_shape().back()}); }
+  };
+  struct like_x {
+    static auto write(auto& w) { return w.input(w.type(), *w.dims("x")); }
+  };
+  struct a_row {
+    static auto write(auto& w) { return w.input(w.type(), {w.dim("x", -1)}); }
+  };
+  struct one_element {
+    static auto write(auto& w) { return w.initializer(w.type(), {1}, {1.0}); }
+  };
+  static constexpr auto refusals = fusekit::pattern::refusals(
+      refusal<"SkipLayerNormalization takes rank 2 or 3">(source<"x">(written<rank_four>),
+                                                          source<"skip">(written<like_x>)),
+      refusal<": not the same shape">(source<"skip">(written<a_row>)),
+      refusal<"SkipLayerNormalization takes a vector of the hidden size">(
+          source<"gamma">(written<one_element>)));
+
   static verdict guard(const fusekit::graph& g, const auto& m) {
     const fusekit::facts& f = fusekit::facts_of(g);
     const value_id x = get<"x">(m);

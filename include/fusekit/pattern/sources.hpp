@@ -90,4 +90,54 @@ inline constexpr bool is_sources = false;
 template <class... S>
 inline constexpr bool is_sources<sources_t<S...>> = true;
 
+// A refusal of the guard, and a graph that meets it: the rule's first instance that fused, with
+// the captures these sources name written from them instead. selfcheck writes it as a mutant,
+// which must not fuse and whose near miss must say `Text`: a guard's reasons are code, which no
+// search can read, so the rule says how to break each, as sources say how to write what it reads.
+//
+//   struct one_element {
+//     static auto write(auto& w) { return w.initializer(w.type(), {1}, {1.0}); }
+//   };
+//   static constexpr auto refusals = pattern::refusals(
+//       refusal<"takes a vector of the hidden size">(source<"gamma">(written<one_element>)));
+template <fixed_string Text, class... S>
+struct refusal_t {
+  static constexpr std::string_view text = Text.view();
+  sources_t<S...> sources;
+};
+
+template <fixed_string Text>
+struct refusal_factory {
+  template <class... S>
+  constexpr refusal_t<Text, S...> operator()(S... each) const {
+    static_assert(sizeof...(S) > 0, "fusekit: a refusal<\"…\">() names at least one source");
+    static_assert((is_source<S> && ...), "fusekit: a refusal<\"…\">() takes source<\"name\">(…)s");
+    return {{{each...}}};
+  }
+};
+template <fixed_string Text>
+inline constexpr refusal_factory<Text> refusal{};
+
+template <class... R>
+struct refusals_t {
+  std::tuple<R...> each;
+};
+
+template <class T>
+inline constexpr bool is_refusal = false;
+template <fixed_string Text, class... S>
+inline constexpr bool is_refusal<refusal_t<Text, S...>> = true;
+
+template <class... R>
+constexpr refusals_t<R...> refusals(R... each) {
+  static_assert(sizeof...(R) > 0, "fusekit: refusals() names at least one refusal");
+  static_assert((is_refusal<R> && ...), "fusekit: refusals() takes refusal<\"text\">(…)s");
+  return {{each...}};
+}
+
+template <class T>
+inline constexpr bool is_refusals = false;
+template <class... R>
+inline constexpr bool is_refusals<refusals_t<R...>> = true;
+
 }  // namespace fusekit::pattern

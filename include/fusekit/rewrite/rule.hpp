@@ -13,6 +13,7 @@
 //     static bool resembles(const graph&, node_id anchor);        // optional; see below
 //     static bool is_its_block(const graph&, node_id anchor);     // optional; see below
 //     static constexpr auto sources = pattern::sources(…);       // optional; see below
+//     static constexpr auto refusals = pattern::refusals(…);     // optional; see below
 //     static constexpr auto examples = pattern::examples(…);     // optional; see below
 //   };
 //
@@ -36,6 +37,10 @@
 // sources (fusekit/pattern/sources.hpp) say what the guard reads beyond the pattern: for a
 // capture the pattern leaves a leaf, what may produce it. Matching never reads them; selfcheck
 // writes them, so that its graphs show the guard what it looks for.
+//
+// refusals (fusekit/pattern/sources.hpp) say how to break each reason the guard refuses for: a
+// text its near miss says and sources that write a graph it refuses so. selfcheck writes each as
+// a mutant of the first instance that fused.
 //
 // examples (fusekit/pattern/examples.hpp) name combinations of the pattern's alternatives that
 // the guard accepts only together, by the captures they bind: selfcheck writes each, and seeks
@@ -96,7 +101,7 @@ namespace rule_detail {
 // which no expression can name without its arguments, is found too.
 struct member_names {
   int name, pattern, guard, emit, priority, options, near_miss_depth, resembles, is_its_block,
-      sources, examples;
+      sources, refusals, examples;
 };
 template <class R>
 struct probe : R, member_names {};
@@ -116,6 +121,7 @@ FUSEKIT_RULE_DECLARES(near_miss_depth)
 FUSEKIT_RULE_DECLARES(resembles)
 FUSEKIT_RULE_DECLARES(is_its_block)
 FUSEKIT_RULE_DECLARES(sources)
+FUSEKIT_RULE_DECLARES(refusals)
 FUSEKIT_RULE_DECLARES(examples)
 #undef FUSEKIT_RULE_DECLARES
 
@@ -235,6 +241,10 @@ constexpr bool sources_name_values(const pattern::sources_t<S...>*) {
   };
   return (value(S::name) && ...);
 }
+template <class Captures, class... R>
+constexpr bool refusals_name_values(const pattern::refusals_t<R...>*) {
+  return (sources_name_values<Captures>(static_cast<const decltype(R::sources)*>(nullptr)) && ...);
+}
 }  // namespace rule_detail
 
 template <class R>
@@ -245,6 +255,15 @@ concept sources_of_captures = requires {
 };
 template <class R>
 concept sources_ok = !rule_detail::declares_sources<R> || sources_of_captures<R>;
+
+template <class R>
+concept refusals_of_captures = requires {
+  requires pattern::is_refusals<std::remove_cvref_t<decltype(R::refusals)>>;
+  requires rule_detail::refusals_name_values<typename match_of<R>::captures>(
+      static_cast<const std::remove_cvref_t<decltype(R::refusals)>*>(nullptr));
+};
+template <class R>
+concept refusals_ok = !rule_detail::declares_refusals<R> || refusals_of_captures<R>;
 
 namespace rule_detail {
 template <class R>
@@ -271,7 +290,7 @@ concept examples_ok = !rule_detail::declares_examples<R> || examples_of_captures
 template <class R>
 concept rule = rule_detail::probe_able<R> && named<R> && patterned<R> && options_ok<R> &&
     emits<R> && guard_ok<R> && priority_ok<R> && near_miss_depth_ok<R> && resembles_ok<R> &&
-    is_its_block_ok<R> && sources_ok<R> && examples_ok<R>;
+    is_its_block_ok<R> && sources_ok<R> && refusals_ok<R> && examples_ok<R>;
 
 // The same check with a message per member, for the places a rule is compiled. True when it
 // passes, so that callers compile the rest only then and the first message is the only one.
@@ -314,6 +333,12 @@ constexpr bool check_rule() {
                     "fusekit: a rule's sources are `static constexpr auto sources = "
                     "fusekit::pattern::sources(source<\"x\">(<a pattern>), …);`, each named for a "
                     "value, a constant scalar or a constant<> the pattern captures");
+    if constexpr (patterned<R>)
+      static_assert(refusals_ok<R>,
+                    "fusekit: a rule's refusals are `static constexpr auto refusals = "
+                    "fusekit::pattern::refusals(refusal<\"what the near miss says\">("
+                    "source<\"x\">(<a pattern>), …), …);`, each source named for a value, a "
+                    "constant scalar or a constant<> the pattern captures");
     if constexpr (patterned<R>)
       static_assert(
           examples_ok<R>,

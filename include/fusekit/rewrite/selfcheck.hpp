@@ -14,6 +14,10 @@
 //              of an inner node's output, a capture that is two values. A mutant must not fuse,
 //              and its near miss must name what was broken; one that fuses all the same (another
 //              alternative of the pattern takes it) must compute what it replaced.
+//   refusals   each of the rule's refusals (pattern/sources.hpp), the first instance that fused
+//              with the captures it names written from its sources: the guard's reasons are
+//              code, so the rule says how to meet each. It must not fuse, and its near miss must
+//              hold the refusal's words.
 //
 // What a pattern leaves open is searched for, with the rule as the judge: each leaf input is
 // first given options::shape, then its last dim alone, then a scalar, then options::shape with
@@ -64,6 +68,12 @@ struct rule_steps {
                       std::vector<int> views, std::size_t* view_graphs_left)>
       build;
   rewrite::any_rule compiled;
+  // The rule's refusals (pattern/sources.hpp): what each near miss says, and the instance
+  // written with refusal k's sources.
+  std::vector<std::string_view> refusals{};
+  std::function<built(planner&, const std::vector<leaf_form>& forms, std::vector<int> views,
+                      int refusal)>
+      build_refused{};
 };
 
 #if FUSEKIT_ENGINE_DEFINITIONS
@@ -461,6 +471,31 @@ FUSEKIT_ENGINE_INLINE result search(const options& o, const rule_steps& rule) {
       out.mutants.push_back(std::move(m));
     }
 
+  // Each refusal the rule declares, written into its first instance that fused: the guard must
+  // refuse it, in the words the refusal says. Without such an instance the cover fails already.
+  if (!to_mutate.empty())
+    for (std::size_t k = 0; k < rule.refusals.size(); ++k) {
+      const fused_instance& f = to_mutate.front();
+      plan.begin(planner::mode::replay, f.sequence);
+      const detail::built b = rule.build_refused(plan, f.forms, f.views, int(k));
+      mutant m;
+      m.breaks = "refusal \"" + std::string(rule.refusals[k]) + "\"";
+      m.expect = std::string(rule.refusals[k]);
+      m.declared = true;
+      onnx::ModelProto fused = b.model;
+      const rewrite::report r = run(rule.compiled, fused);
+      m.fused = !r.fusions.empty();
+      if (!m.fused) {
+        const graph g(b.model);
+        m.near_miss = detail::reason_at(r, g.describe(g.producer(*g.find_value(b.root))));
+        m.ok = m.near_miss.find(m.expect) != std::string::npos;
+      }
+      if (!o.write_to.empty())
+        save_model({.proto = b.model, .path = {}},
+                   o.write_to / ("refusal_" + std::to_string(k) + ".onnx"));
+      out.mutants.push_back(std::move(m));
+    }
+
   if (out.parity_checked && !pairs.empty()) {
     const auto verdicts = detail::run_parity(o, pairs);
     for (instance& i : out.instances)
@@ -499,7 +534,14 @@ result check(const options& o, const rewrite::any_rule& compiled) {
                 return detail::build<R>(plan, o, compiled, forms, mutate, std::move(views),
                                         view_graphs_left);
               },
-          .compiled = compiled});
+          .compiled = compiled,
+          .refusals = detail::refusal_texts<R>(),
+          .build_refused =
+              [&](detail::planner& plan, const std::vector<detail::leaf_form>& forms,
+                  std::vector<int> views, int refusal) {
+                return detail::build<R>(plan, o, compiled, forms, -1, std::move(views), nullptr,
+                                        refusal);
+              }});
 }
 
 // Checks R with its options `own`, compiled here.

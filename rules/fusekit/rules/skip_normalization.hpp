@@ -60,6 +60,25 @@ inline constexpr auto summed =
                    [](const graph& g, node_id n) { return g.passes_input_at_inference(n); }))
         .bind<"cast">();
 
+// What the guard refuses, written (pattern/sources.hpp): x of rank 4 with a skip alike, a skip of
+// one row, a scale of one element.
+struct rank_four {
+  static auto write(auto& w) { return w.input(w.type(), {2, 2, 2, w.leaf_shape().back()}); }
+};
+struct like_x {
+  static auto write(auto& w) { return w.input(w.type(), *w.dims("x")); }
+};
+struct a_row {
+  static auto write(auto& w) { return w.input(w.type(), {w.dim("x", -1)}); }
+};
+struct one_element {
+  static auto write(auto& w) { return w.initializer(w.type(), {1}, {1.0}); }
+};
+inline constexpr auto guard_refusals = refusals(
+    refusal<"takes rank 2 or 3">(source<"x">(written<rank_four>), source<"skip">(written<like_x>)),
+    refusal<": not the same shape, and">(source<"skip">(written<a_row>)),
+    refusal<"takes a vector of the last axis">(source<"scale">(written<one_element>)));
+
 }  // namespace skip_forms
 
 // Whether n's input is a sum (through the Cast the pattern crosses): a norm that reads anything
@@ -98,6 +117,8 @@ struct skip_normalization {
   using options = fusion_options;
   static constexpr std::string_view name = Norm::name;
   static constexpr auto pattern = Norm::pattern;
+
+  static constexpr auto refusals = skip_forms::guard_refusals;
 
   static bool resembles(const graph& g, node_id n) { return normalises_a_sum(g, n); }
 

@@ -89,10 +89,37 @@ std::optional<build::value> from_sources(const pattern::sources_t<S...>& all, st
   return out;
 }
 
+// The value of the capture `name` written from the source refusal `k` of `all` gives it, if any.
+template <class... R>
+std::optional<build::value> from_refusal(const pattern::refusals_t<R...>& all, int k,
+                                         std::string_view name, state& s, want w) {
+  std::optional<build::value> out;
+  int i = 0;
+  std::apply(
+      [&](const auto&... each) {
+        ((i++ == k ? void(out = from_sources(each.sources, name, s, w)) : void()), ...);
+      },
+      all.each);
+  return out;
+}
+
+// The texts of R's refusals (pattern/sources.hpp), in the order it declares them.
+template <class R>
+std::vector<std::string_view> refusal_texts() {
+  if constexpr (rewrite::rule_detail::declares_refusals<R>)
+    return std::apply(
+        [](const auto&... each) { return std::vector<std::string_view>{each.text...}; },
+        R::refusals.each);
+  else
+    return {};
+}
+
+// `refusal`: the index of R's refusal whose sources write what they name, R's own sources the
+// rest (-1: none).
 template <class R>
 built build(planner& plan, const options& o, const rewrite::any_rule& rule,
             const std::vector<leaf_form>& forms, int mutate, std::vector<int> views = {},
-            std::size_t* view_graphs_left = nullptr) {
+            std::size_t* view_graphs_left = nullptr, int refusal = -1) {
   std::string types = "float type", opsets = "opset";
   for (dtype t : o.types) types += (types.size() == 10 ? " " : "|") + std::string(dtype_name(t));
   for (std::int64_t v : o.opsets) opsets += (opsets.size() == 5 ? " " : "|") + std::to_string(v);
@@ -106,6 +133,12 @@ built build(planner& plan, const options& o, const rewrite::any_rule& rule,
   s.view_graphs_left = view_graphs_left;
   if constexpr (rewrite::rule_detail::declares_sources<R>)
     s.source = [&s](std::string_view name, want w) { return from_sources(R::sources, name, s, w); };
+  if constexpr (rewrite::rule_detail::declares_refusals<R>)
+    if (refusal >= 0)
+      s.source = [&s, refusal, own = std::move(s.source)](std::string_view name, want w) {
+        if (auto v = from_refusal(R::refusals, refusal, name, s, w)) return v;
+        return own ? own(name, w) : std::nullopt;
+      };
   s.b.opset_import("com.microsoft", 1);
   const build::value root = make(R::pattern, s);
   const build::value output = s.read_root ? s.b.op("Identity", {root}) : root;

@@ -111,6 +111,9 @@ struct mutant {
   // Another alternative's pattern holds it (kᵀ as written, where the broken Transpose is now the
   // identity): its guard judges the graph, and the refusal is the guard's (near_miss).
   bool held_by_another = false;
+  // One of the rule's refusals (pattern/sources.hpp): the rule says its guard refuses it, so
+  // fusing it fails, whatever it computes.
+  bool declared = false;
   std::string file;
   std::string parity;
   bool ok = false;
@@ -150,7 +153,8 @@ struct result {
 #if FUSEKIT_ENGINE_DEFINITIONS
 FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
   std::ostringstream out;
-  std::size_t fused = 0, same = 0, named = 0, absorbed = 0, guarded = 0, combinations = 0;
+  std::size_t fused = 0, same = 0, named = 0, absorbed = 0, guarded = 0, combinations = 0,
+              declared = 0;
   for (const instance& i : instances) {
     fused += i.fused;
     same += i.parity == "ok";
@@ -160,6 +164,7 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
     named += m.ok && !m.fused && !m.held_by_another;
     absorbed += m.ok && m.fused;
     guarded += m.ok && !m.fused && m.held_by_another;
+    declared += m.declared;
   }
   out << rule << ": " << (ok() ? "ok" : "FAILED") << "; " << fused << " of " << instances.size()
       << " instances fused, " << alternatives - uncovered.size() - refused_by_options.size()
@@ -174,7 +179,9 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
   out << "; parity with ONNX Runtime "
       << (parity_checked ? std::to_string(same) + " of " + std::to_string(fused)
                          : std::string("not checked (no Python with onnxruntime given)"))
-      << "; " << mutants.size() << " mutants: " << named << " refused and named";
+      << "; " << mutants.size() << " mutants";
+  if (declared) out << " (" << declared << " of them the rule's refusals)";
+  out << ": " << named << " refused and named";
   if (absorbed) out << ", " << absorbed << " fused by another alternative";
   if (guarded) out << ", " << guarded << " held by another alternative, whose guard refused it";
   out << "\n";
@@ -194,9 +201,11 @@ FUSEKIT_ENGINE_INLINE std::string result::to_table(std::size_t most) const {
     if (!m.ok)
       failures.push_back(
           "mutant (" + m.breaks + ") " +
-          (m.fused ? "fused, parity: " + m.parity
-                   : "expected a near miss saying \"" + m.expect + "\", got " +
-                         (m.near_miss.empty() ? std::string("none") : "\"" + m.near_miss + "\"")));
+          (m.fused && m.declared ? std::string("fused: the rule declares that its guard refuses it")
+           : m.fused
+               ? "fused, parity: " + m.parity
+               : "expected a near miss saying \"" + m.expect + "\", got " +
+                     (m.near_miss.empty() ? std::string("none") : "\"" + m.near_miss + "\"")));
   for (std::size_t k = 0; k < failures.size() && k < most; ++k) out << "  " << failures[k] << "\n";
   if (const std::size_t rest = failures.size() - std::min(most, failures.size()); rest)
     out << "  " << rest << " more failure" << (rest == 1 ? "" : "s") << " not shown\n";
