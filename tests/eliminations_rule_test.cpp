@@ -145,7 +145,7 @@ TEST(NoopElimination, AViewToItsInputsOwnShapeGoes) {
   for (fusekit::model m :
        {viewed_by("Reshape", {{2, 3}}), viewed_by("Reshape", {{2, -1}}), viewed_by("Expand", {{1}}),
         viewed_by("Tile", {{1, 1}}), viewed_by("Slice", {{0}, {1 << 30}, {1}}),
-        viewed_by("Pad", {{0, 0, 0, 0}})}) {
+        viewed_by("Pad", {{0, 0, 0, 0}}), viewed_by("Split", {{2}})}) {
     fuse_compiled<noop_elimination>(m);
     ASSERT_EQ(m.proto.graph().node_size(), 1);
     EXPECT_EQ(m.proto.graph().node(0).input(0), "x");
@@ -167,6 +167,16 @@ TEST(NoopElimination, NearMissASliceThatReverses) {
 TEST(NoopElimination, NearMissPadsThatCancel) {
   // One column added on the left and one taken on the right: the dims stay, the elements move.
   expect_unchanged<noop_elimination>(viewed_by("Pad", {{0, 1, 0, -1}}));
+}
+
+TEST(NoopElimination, NearMissASplitWhoseEmptyPieceIsRead) {
+  // x whole in the first piece, and an empty second one, which a Shape reads: the node stays.
+  model_builder b(17);
+  auto x = b.input("x", dtype::float32, {2, 3});
+  auto pieces = b.ops("Split", {x, b.initializer(dtype::int64, {2}, {2, 0})}, {}, {.outputs = 2});
+  b.output(b.op("Relu", {pieces[0]}), dtype::float32, {2, 3});
+  b.output(b.op("Shape", {pieces[1]}), dtype::int64, {2});
+  expect_unchanged<noop_elimination>(b.build_model());
 }
 
 TEST(NoopElimination, NearMissAnExpandThatGrows) {

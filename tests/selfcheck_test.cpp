@@ -489,6 +489,29 @@ TEST(Selfcheck, WritesANodeThePatternBindsTwiceOnceAndSearchesItsAxisAndSizes) {
             "with ONNX Runtime 6 of 6; 1 mutants: 1 refused and named\n");
 }
 
+// A Split of one piece passes x on, which only its code tells (one output): the Split's sizes are
+// searched as its pieces, halves first, then the whole of an axis, with the one output that
+// makes. Emitted as an Identity of x.
+bool of_one_piece(const fusekit::graph& g, fusekit::node_id split) {
+  return g.outputs(split).size() == 1;
+}
+struct split_of_one_piece {
+  static constexpr std::string_view name = "split-of-one-piece";
+  static constexpr auto pattern =
+      op<"Split">(capture<"x">, maybe(any())).where("of one piece", of_one_piece);
+  static void emit(const fusekit::graph&, const auto& m, fusekit::rewrite::emitter& e) {
+    e.replace_root(e.op("Identity", {e.value(get<"x">(m))}));
+  }
+};
+
+TEST(Selfcheck, WritesASplitOfOnePieceWhereItsCodeAsksForOne) {
+  const auto r = fusekit::selfcheck::check<split_of_one_piece>(with_runtime("split_of_one_piece"));
+  EXPECT_TRUE(r.ok()) << r.to_table();
+  EXPECT_EQ(r.to_table(),
+            "split-of-one-piece: ok; 6 of 6 instances fused, 4 of 4 alternatives covered; parity "
+            "with ONNX Runtime 6 of 6; 0 mutants: 0 refused and named\n");
+}
+
 // -a + -b as -(a + b), a + b as itself: both Negs or neither, which the pattern (two optional
 // Negs, which others may read too) cannot say and the guard does. The instances holding one Neg are
 // combinations of alternatives that each fused in another instance: counted, no failure.

@@ -3,7 +3,8 @@
 //
 //   x ── Identity | Dropout (inference) | Cast (to x's type) ── y ── readers   ==>   x ── readers
 //
-//   x ── Reshape | Expand | Tile | Squeeze | Slice | Pad | Concat (to x itself) ── y ── readers
+//   x ── Reshape | Expand | Tile | Squeeze | Slice | Pad | Concat | Split ── y ── readers
+//        (each leaving x as it is)
 //   x ── Mul(ones) | Div(ones) | Sub(0) (to x's own dims) ── y ── readers
 //   ==>   x ── readers
 //
@@ -18,15 +19,15 @@
 // Dropout whose mask is read. The Constant's tensor becomes an initializer of y's name, read
 // unchanged (from IR version 4: before it, an initializer must also be a graph input).
 //
-// The second form (no-op-elimination) is a view the facts prove to leave x as it is: its
-// output of x's type and every dim proven x's (a Reshape or Expand to x's own shape, a Tile
-// by ones, a Squeeze of no axis of size 1), a Slice of everything with no step below 1, a Pad
-// of zeros, a Concat of one input. What exporters write for a shape known only at run time
-// that, in this model, is static: Swin pads every window to a multiple it already is. And
-// arithmetic by the identity of its op, exact in every type: x·1, x/1, x−0, where the scalar
-// does not broadcast x to more dims, or a tensor of ones that does not either (a norm's weight
-// as a fresh model holds it). Not x+0, which turns a float −0 into +0. What a rotary
-// embedding's attention scaling of 1 and a division by a temperature of 1 leave.
+// The second form (no-op-elimination) is a view the facts prove to leave x as it is: its output of
+// x's type and every dim proven x's (a Reshape or Expand to x's own shape, a Tile by ones, a
+// Squeeze of no axis of size 1), a Slice of everything with no step below 1, a Pad of zeros, a
+// Concat of one input, a Split of one piece. What exporters write for a shape known only at run
+// time that, in this model, is static: Swin pads every window to a multiple it already is. And
+// arithmetic by the identity of its op, exact in every type: x·1, x/1, x−0, where the scalar does
+// not broadcast x to more dims, or a tensor of ones that does not either (a norm's weight as a
+// fresh model holds it). Not x+0, which turns a float −0 into +0. What a rotary embedding's
+// attention scaling of 1 and a division by a temperature of 1 leave.
 //
 // The last (not-elimination) swaps a Where's branches for the Not of its condition, what
 // TorchScript writes for `masked_fill(~mask, …)`. The Not goes where nothing else reads it.
@@ -49,12 +50,16 @@
 namespace fusekit::rules {
 using namespace pattern;
 
-inline bool passes_its_input_on(const graph& g, node_id n) {
+// Whether nothing reads the outputs of `n` past its first.
+inline bool others_unread(const graph& g, node_id n) {
   const auto outs = g.outputs(n);
-  return g.passes_input_at_inference(n) &&
-         std::all_of(outs.begin() + 1, outs.end(), [&](value_id v) {
-           return v == no_id || (!g.is_graph_output(v) && g.consumers(v).empty());
-         });
+  return std::all_of(outs.begin() + 1, outs.end(), [&](value_id v) {
+    return v == no_id || (!g.is_graph_output(v) && g.consumers(v).empty());
+  });
+}
+
+inline bool passes_its_input_on(const graph& g, node_id n) {
+  return g.passes_input_at_inference(n) && others_unread(g, n);
 }
 
 template <class P>
@@ -108,6 +113,8 @@ inline bool keeps_its_input(const graph& g, node_id n) {
   // Pads that cancel (one side −1, the other +1) keep the dims but shift the elements.
   if (op == "Pad") return every_element(g, n, 1, [](std::int64_t k) { return k == 0; });
   if (op == "Concat") return g.inputs(n).size() == 1;
+  // A Split whose first piece is the whole: the others are empty, and must be unread.
+  if (op == "Split") return others_unread(g, n);
   return true;
 }
 
@@ -142,7 +149,8 @@ struct noop_elimination {
              noop(op<"Slice">(x, capture<"starts">, capture<"ends">, maybe(capture<"axes">),
                               maybe(capture<"steps">))),
              noop(op<"Pad">(x, capture<"pads">, maybe(capture<"fill">))), noop(op<"Concat">(x)),
-             ones_of_x(commutative(op<"Mul">(x, ones))), ones_of_x(op<"Div">(x, ones)),
+             noop(op<"Split">(x, maybe(any()))), ones_of_x(commutative(op<"Mul">(x, ones))),
+             ones_of_x(op<"Div">(x, ones)),
              identity(op<"Sub">(x, constant_scalar<"neutral">.value(0.0, 0.0))));
   static constexpr auto sources = pattern::sources(
       source<"dims">(written<selfcheck_inputs::dims_of_x>),

@@ -92,9 +92,13 @@ FUSEKIT_ENGINE_INLINE std::vector<std::vector<std::int64_t>> view_candidates(
       if (d[k] == 1) add({std::int64_t(k)});
   } else if (op.ends_with(" axis")) {
     for (std::size_t k = 1; k <= r; ++k) add({-std::int64_t(k)});
-  } else if (op == "Split split") {
+  } else if (op == "Split split" || op == "Split pieces") {
     for (std::size_t k = r; k-- > 0;)
       if (d[k] % 2 == 0) add({d[k] / 2, d[k] / 2});
+    // Read at its first output alone, a Split may be of one piece, the whole of an axis: what
+    // an exporter writes for a chunk of one, and what a rule that removes it asks for.
+    if (op == "Split pieces")
+      for (std::size_t k = r; k-- > 0;) add({d[k]});
   } else if (op == "Gather indices") {
     add({0});
     add({1});
@@ -244,6 +248,14 @@ FUSEKIT_ENGINE_INLINE void hold(state& s, const view& v, const std::vector<std::
   onnx::TensorProto& t = *s.b.proto().mutable_initializer(v.holder);
   t = build::make_tensor(t.name(), dtype::int64, dims,
                          std::vector<double>(values.begin(), values.end()));
+  // A Split has an output for each piece (none is read past the first: pieces_of_split).
+  if (v.op == "Split pieces")
+    for (onnx::NodeProto& n : *s.b.proto().mutable_node())
+      if (n.op_type() == "Split" && n.input_size() > 1 && n.input(1) == t.name()) {
+        while (n.output_size() > int(values.size())) n.mutable_output()->RemoveLast();
+        while (n.output_size() < int(values.size()))
+          n.add_output(n.name() + "_" + std::to_string(n.output_size()));
+      }
 }
 #else
 std::vector<std::vector<std::int64_t>> view_candidates(std::string_view op,
@@ -264,6 +276,21 @@ inline void choose_view(state& s, view v) {
     hold(s, v, candidates[std::size_t(v.choice)]);
   }
   s.views.push_back(v);
+}
+// A Split's sizes, opened as halves before the Split was written, searched as its pieces once it
+// is (views_from: the first view its own inputs opened): where the pattern reads its first output
+// alone and binds it nowhere else, whose other outputs then nothing reads.
+inline void pieces_of_split(state& s, std::size_t views_from, const std::string& sizes) {
+  for (std::size_t k = views_from; k < s.views.size(); ++k) {
+    view& v = s.views[k];
+    if (v.op != "Split split" || s.b.proto().initializer(v.holder).name() != sizes) continue;
+    v.op = "Split pieces";
+    if (k < s.view_replay.size()) v.choice = s.view_replay[k];
+    if (const auto candidates = candidates_of(s, v); !candidates.empty()) {
+      v.choice = std::min(v.choice, int(candidates.size()) - 1);
+      hold(s, v, candidates[std::size_t(v.choice)]);
+    }
+  }
 }
 inline build::value open_view(state& s, std::string_view op, const build::value& data) {
   const view v{.op = std::string(op), .data = data.name, .holder = s.b.proto().initializer_size()};
@@ -677,6 +704,8 @@ struct gen<pattern::op_pattern<Spec, Inputs, Preds, Commute>> {
     const int index = s.b.proto().node_size() - 1;
     auto& node = *s.b.proto().mutable_node(index);
     for (const build::attr& a : parts.attrs) *node.add_attribute() = a.proto;
+    if constexpr (Spec::name == "Split" && bound_name<Preds>.empty())
+      if (p.slot == 0 && args.size() > 1) pieces_of_split(s, views_from, args[1].name);
     if constexpr (!bound_name<Preds>.empty()) s.bound_nodes.emplace(bound_name<Preds>, index);
     if (axis_open && !args.empty())
       choose_view(
