@@ -9,7 +9,7 @@
 # Usage: tests/python/package.sh WORK_DIR ONNX_VERSION   (needs python3 and PyPI)
 #   ONNX_VERSION: the onnx release the build finds (ctest passes it), which `fusekit --version`
 #   must name. PYTHON: the interpreter of the environments after the README's (default python3).
-# Time on a 2-core machine: about 10 minutes, half of them building the wheel. Only the build
+# Time on a 2-core machine: about 5 minutes, most of them building the wheel. Only the build
 # tools' environment (WORK_DIR/tools, reused by the next run) stays behind after a success.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -74,11 +74,10 @@ step "tests"
 # Run from outside the repository, so that only the installed package can be imported.
 cd "$work"
 "$work/venv/bin/python" -m pytest -q -p no:cacheprovider "$root/tests/python/test_package.py"
+# The wheel leaves the bundled rules' selfchecks out (a build without fusekit's tests does), which
+# its `fusekit selfcheck` says.
 bash "$root/tests/cli/test_cli.sh" "$work/venv/bin/fusekit" "$root/examples/models/dit_sample.onnx" \
-  "$work/venv/bin/python" "$work/cli" "$onnx_version"
-# Its selfcheck runs ONNX Runtime with the package's own Python, unasked.
-"$work/venv/bin/fusekit" selfcheck --rules quick-gelu >"$work/selfcheck.txt"
-grep -q "^quick-gelu --target ort: ok; .* parity with ONNX Runtime [0-9]" "$work/selfcheck.txt"
+  "$work/venv/bin/python" "$work/cli" "$onnx_version" OFF
 
 step "beside the newest onnx and onnxruntime"
 rm -rf "$work/newest"

@@ -69,6 +69,23 @@ def test_python_dash_m_runs_the_demo():
     assert "fusekit demo" in r.stdout and "2 fused" in r.stdout
 
 
+def test_selfcheck_gets_the_packages_own_python(monkeypatch):
+    # The wheel leaves the bundled rules' selfchecks out; one built with them
+    # (FUSEKIT_BUNDLED_SELFCHECK=ON) judges parity in this interpreter, which has onnxruntime.
+    import fusekit.__main__ as command
+
+    told = []
+    monkeypatch.setattr(command._core, "cli", lambda args: told.append(args) or 0)
+    for args in (["selfcheck"], ["selfcheck", "--python", "/usr/bin/python3"], ["demo"]):
+        monkeypatch.setattr(sys, "argv", ["fusekit", *args])
+        assert command.main() == 0
+    assert told == [["fusekit", "selfcheck", "--python", sys.executable],
+                    ["fusekit", "selfcheck", "--python", "/usr/bin/python3"], ["fusekit", "demo"]]
+    r = run_cli("selfcheck")
+    assert (r.returncode, r.stderr) == (1, "fusekit: this build leaves out the bundled rules' "
+                                        "selfchecks (CMake option FUSEKIT_BUNDLED_SELFCHECK=OFF)\n")
+
+
 def test_command_line_exit_codes():
     assert run_cli("frobnicate").returncode == 2
     r = run_cli("fuse", "missing.onnx", "-o", "out.onnx")
